@@ -1,0 +1,1 @@
+"""Stint store package."""

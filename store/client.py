@@ -1,0 +1,134 @@
+"""The client's side of the store: enqueue turns, read event logs, report status."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from store.config import StoreConfig
+from store.errors import IdempotencyConflict, QueueFull, UnknownSession
+from store.models import (
+    EnqueueResult,
+    Event,
+    StatusSummary,
+    TurnProgress,
+    TurnTiming,
+    WorkerRow,
+)
+from store.pool import Pool
+from store.queries import query
+from store.translate import translated
+
+__all__ = ["ClientStore"]
+
+
+class ClientStore:
+    """Data access for producers, followers and operators."""
+
+    def __init__(self, config: StoreConfig, pool: Pool) -> None:
+        self._config = config
+        self._pool = pool
+
+    async def turns_enqueue(
+        self,
+        *,
+        session_id: UUID | None,
+        idempotency_key: str,
+        turn_input: dict[str, Any],
+        tenant: str | None = None,
+        pin: str | None = None,
+        queue_limit: int,
+    ) -> EnqueueResult:
+        """Queue one turn in one transaction; on any refusal nothing is written.
+
+        The session row is locked first, so concurrent producers of one session
+        are serialised and an idempotency key can never yield two turns.
+        """
+        payload = Jsonb(turn_input)
+        with translated("turns_enqueue"):
+            async with self._pool.connection() as conn, conn.transaction():
+                if session_id is None:
+                    cur = await conn.execute(
+                        query("sessions_create"), {"tenant": tenant, "pin": pin}
+                    )
+                    created_row = await cur.fetchone()
+                    assert created_row is not None
+                    sid: UUID = created_row[0]
+                    queued, last_seq = 0, 0
+                else:
+                    sid = session_id
+                    cur = await conn.execute(
+                        query("sessions_lock_for_enqueue"), {"session_id": sid}
+                    )
+                    locked = await cur.fetchone()
+                    if locked is None:
+                        raise UnknownSession(session=sid)
+                    queued, last_seq = locked
+                    cur = await conn.execute(
+                        query("turns_find_by_key"),
+                        {"session_id": sid, "idempotency_key": idempotency_key, "input": payload},
+                    )
+                    existing = await cur.fetchone()
+                    if existing is not None:
+                        turn_id, seq, same_input = existing
+                        if not same_input:
+                            raise IdempotencyConflict(session=sid, idempotency_key=idempotency_key)
+                        return EnqueueResult(sid, turn_id, seq, created=False)
+                if queued >= queue_limit:
+                    raise QueueFull(f"queue full ({queued} queued, limit {queue_limit})")
+                cur = await conn.execute(
+                    query("turns_insert"),
+                    {
+                        "session_id": sid,
+                        "seq": last_seq + 1,
+                        "idempotency_key": idempotency_key,
+                        "input": payload,
+                        "work_channel": self._config.work_channel,
+                    },
+                )
+                inserted = await cur.fetchone()
+                assert inserted is not None
+                return EnqueueResult(sid, inserted[0], inserted[1], created=True)
+
+    async def events_after(self, *, session_id: UUID, after: int, limit: int = 500) -> list[Event]:
+        """Events of a session with seq > after, in order (the catch-up read)."""
+        params = {"session_id": session_id, "after": after, "limit": limit}
+        with translated("events_after"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("events_after"), params)
+                return [Event(*row) for row in await cur.fetchall()]
+
+    async def status(self) -> StatusSummary:
+        """Workers, sessions by status, queued turns, oldest ready age."""
+        with translated("status"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("workers_list"))
+                workers = [WorkerRow(*row) for row in await cur.fetchall()]
+                cur = await conn.execute(query("sessions_count_by_status"))
+                sessions = {status: count for status, count in await cur.fetchall()}
+                cur = await conn.execute(query("sessions_queue_summary"))
+                summary = await cur.fetchone()
+        assert summary is not None
+        return StatusSummary(
+            workers=workers,
+            sessions=sessions,
+            queued_turns=int(summary[0]),
+            oldest_ready_age=summary[1],
+        )
+
+    async def turns_progress(self) -> TurnProgress:
+        with translated("turns_progress"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("turns_progress"))
+                row = await cur.fetchone()
+        assert row is not None
+        return TurnProgress(*row)
+
+    async def turns_timings(self) -> list[TurnTiming]:
+        """Audit timings of every finished turn, oldest finish first."""
+        with translated("turns_timings"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("turns_timings"))
+                return [TurnTiming(*row) for row in await cur.fetchall()]

@@ -1,0 +1,100 @@
+"""The store's error tree.
+
+Every failure that leaves ``store`` is one of these. Driver (psycopg) errors are
+translated here and nowhere else, with the original kept as ``__cause__``. Each
+class's docstring is its default message; messages never contain a database
+URL or a password.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "ConnectionFailed",
+    "DatabaseError",
+    "EmbeddedPostgresError",
+    "IdempotencyConflict",
+    "InvalidInput",
+    "LeaseLost",
+    "LockTimeout",
+    "MigrationChecksumMismatch",
+    "MigrationError",
+    "PostgresBinariesNotFound",
+    "QueryTimeout",
+    "QueueFull",
+    "StoreError",
+    "UnknownSession",
+]
+
+
+class StoreError(Exception):
+    """A store operation failed."""
+
+    def __init__(self, message: str | None = None, **context: Any) -> None:
+        self.message = message or (type(self).__doc__ or "").strip().splitlines()[0]
+        self.context = context
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        if not self.context:
+            return self.message
+        details = ", ".join(f"{k}={v}" for k, v in sorted(self.context.items()))
+        return f"{self.message} ({details})"
+
+
+class ConfigError(StoreError):
+    """The store was given a configuration it cannot use."""
+
+
+class DatabaseError(StoreError):
+    """PostgreSQL refused or failed a statement."""
+
+
+class ConnectionFailed(DatabaseError):
+    """The connection to PostgreSQL failed or was lost."""
+
+
+class QueryTimeout(DatabaseError):
+    """A statement ran past statement_timeout and was cancelled."""
+
+
+class LockTimeout(DatabaseError):
+    """A statement waited past lock_timeout for a lock."""
+
+
+class LeaseLost(StoreError):
+    """This worker no longer holds the session's lease; nothing was written."""
+
+
+class MigrationError(StoreError):
+    """The schema migrations could not be applied."""
+
+
+class MigrationChecksumMismatch(MigrationError):
+    """An applied migration file was changed after it was applied."""
+
+
+class InvalidInput(StoreError):
+    """The request was refused as invalid; nothing was written."""
+
+
+class UnknownSession(InvalidInput):
+    """No session with this id exists; nothing was written."""
+
+
+class IdempotencyConflict(InvalidInput):
+    """This idempotency key was already used with a different input; nothing was written."""
+
+
+class QueueFull(StoreError):
+    """The session's turn queue is full; nothing was written."""
+
+
+class EmbeddedPostgresError(StoreError):
+    """The embedded PostgreSQL cluster could not be prepared or started."""
+
+
+class PostgresBinariesNotFound(EmbeddedPostgresError):
+    """No PostgreSQL server binaries were found on this machine."""

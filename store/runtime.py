@@ -1,0 +1,231 @@
+"""The worker's side of the store: claims, leases, and fenced writes.
+
+Every write a slot makes for a session is one statement that first matches the
+session row on ``lease_owner`` and ``lease_epoch`` (the fence). A worker whose
+lease was taken gets ``LeaseLost`` and nothing of the statement is written;
+event seqs come from ``sessions.last_event_seq`` under the same row lock, so a
+session's log is always exactly 1..N.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from store.config import StoreConfig
+from store.errors import LeaseLost
+from store.models import Claim, FinishResult, StepRecord, TurnStart
+from store.pool import Pool
+from store.queries import query
+from store.translate import translated
+
+__all__ = ["EventSpec", "RuntimeStore"]
+
+EventSpec: TypeAlias = tuple[str, Mapping[str, Any]]
+"""An event to append: its kind and its JSON payload."""
+
+
+class RuntimeStore:
+    """Data access for one worker. Slot writes use ``slots``; claims and lease
+    renewals have pools of their own so that busy slots cannot starve them."""
+
+    def __init__(self, config: StoreConfig, *, slots: Pool, claim: Pool, lease: Pool) -> None:
+        self._config = config
+        self._slots = slots
+        self._claim = claim
+        self._lease = lease
+
+    async def workers_register(
+        self, *, worker_id: str, host: str, pid: int, version: str, pins: Sequence[str], slots: int
+    ) -> None:
+        params = {
+            "id": worker_id,
+            "host": host,
+            "pid": pid,
+            "version": version,
+            "pins": list(pins),
+            "slots": slots,
+        }
+        with translated("workers_register"):
+            async with self._lease.connection() as conn:
+                await conn.execute(query("workers_register"), params)
+
+    async def workers_set_state(self, *, worker_id: str, state: str) -> None:
+        with translated("workers_set_state"):
+            async with self._lease.connection() as conn:
+                await conn.execute(query("workers_set_state"), {"id": worker_id, "state": state})
+
+    async def sessions_claim(
+        self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
+    ) -> list[Claim]:
+        params = {
+            "owner": owner,
+            "pins": list(pins),
+            "limit": limit,
+            "lease_seconds": lease_seconds,
+        }
+        with translated("sessions_claim"):
+            async with self._claim.connection() as conn:
+                cur = await conn.execute(query("sessions_claim"), params)
+                rows = await cur.fetchall()
+        return [Claim(session_id=sid, owner=owner, epoch=epoch) for sid, epoch in rows]
+
+    async def leases_renew(
+        self, *, owner: str, claims: Sequence[Claim], lease_seconds: float
+    ) -> set[UUID]:
+        """Renew all leases in one statement; returns the sessions still ours."""
+        params = {
+            "owner": owner,
+            "session_ids": [c.session_id for c in claims],
+            "epochs": [c.epoch for c in claims],
+            "lease_seconds": lease_seconds,
+        }
+        with translated("leases_renew"):
+            async with self._lease.connection() as conn:
+                cur = await conn.execute(query("leases_renew"), params)
+                return {row[0] for row in await cur.fetchall()}
+
+    async def turns_begin(self, claim: Claim) -> TurnStart | None:
+        """Start the session's next turn; None when its queue is empty."""
+        params = {**self._fence(claim), "events_channel": self._config.events_channel}
+        with translated("turns_begin"):
+            async with self._slots.connection() as conn:
+                cur = await conn.execute(query("turns_begin"), params)
+                row = await cur.fetchone()
+        if row is None or not row[0]:
+            raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="turns_begin")
+        _, turn_id, seq, turn_input, attempts = row
+        if turn_id is None:
+            return None
+        return TurnStart(turn_id=turn_id, seq=seq, input=turn_input, attempts=attempts)
+
+    async def steps_for_turn(self, claim: Claim, turn_id: UUID) -> dict[str, StepRecord]:
+        """Every step recorded for a turn (read on retries, to replay)."""
+        params = {"session_id": claim.session_id, "turn_id": turn_id}
+        with translated("steps_for_turn"):
+            async with self._slots.connection() as conn:
+                cur = await conn.execute(query("steps_for_turn"), params)
+                rows = await cur.fetchall()
+        return {r[0]: StepRecord(*r) for r in rows}
+
+    async def steps_start(
+        self,
+        claim: Claim,
+        *,
+        turn_id: UUID,
+        step_key: str,
+        kind: str,
+        digest: str,
+        events: Sequence[EventSpec] = (),
+    ) -> None:
+        await self._fenced(
+            "steps_start",
+            claim,
+            turn_id,
+            events,
+            step_key=step_key,
+            kind=kind,
+            digest=digest,
+        )
+
+    async def steps_finish(
+        self,
+        claim: Claim,
+        *,
+        turn_id: UUID,
+        step_key: str,
+        status: str,
+        result: Any,
+        events: Sequence[EventSpec] = (),
+    ) -> None:
+        """Record a started step as ``committed`` (with result) or ``unknown``."""
+        await self._fenced(
+            "steps_finish",
+            claim,
+            turn_id,
+            events,
+            step_key=step_key,
+            status=status,
+            result=None if status != "committed" else Jsonb(result),
+        )
+
+    async def events_append(
+        self, claim: Claim, *, turn_id: UUID | None, events: Sequence[EventSpec]
+    ) -> int:
+        """Append events under the lease; returns the last seq written."""
+        row = await self._fenced("events_append", claim, turn_id, events)
+        return int(row[0])
+
+    async def turns_finish(
+        self,
+        claim: Claim,
+        *,
+        turn_id: UUID,
+        status: str,
+        output: Any,
+        error: str | None,
+        events: Sequence[EventSpec],
+        release: bool,
+    ) -> FinishResult:
+        """Finish a turn; the session stays leased only when more turns are queued
+        and ``release`` is false."""
+        row = await self._fenced(
+            "turns_finish",
+            claim,
+            turn_id,
+            events,
+            status=status,
+            output=None if output is None else Jsonb(output),
+            error=error,
+            release=release,
+        )
+        return FinishResult(queued_turns=row[0], still_held=row[1])
+
+    async def sessions_release(
+        self, claim: Claim, *, turn_id: UUID | None = None, reason: str = "released"
+    ) -> bool:
+        """Give the session back; a still-running ``turn_id`` returns to queued
+        (with a ``turn.released`` event). Returns whether a turn was requeued."""
+        params = {
+            **self._fence(claim),
+            "turn_id": turn_id,
+            "reason": reason,
+            "events_channel": self._config.events_channel,
+        }
+        with translated("sessions_release"):
+            async with self._slots.connection() as conn:
+                cur = await conn.execute(query("sessions_release"), params)
+                row = await cur.fetchone()
+        if row is None:
+            raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="release")
+        return bool(row[0])
+
+    def _fence(self, claim: Claim) -> dict[str, Any]:
+        return {"session_id": claim.session_id, "owner": claim.owner, "epoch": claim.epoch}
+
+    async def _fenced(
+        self,
+        name: str,
+        claim: Claim,
+        turn_id: UUID | None,
+        events: Sequence[EventSpec],
+        **extra: Any,
+    ) -> tuple[Any, ...]:
+        params = {
+            **self._fence(claim),
+            "turn_id": turn_id,
+            "kinds": [kind for kind, _ in events],
+            "payloads": [Jsonb(dict(payload)) for _, payload in events],
+            "events_channel": self._config.events_channel,
+            **extra,
+        }
+        with translated(name):
+            async with self._slots.connection() as conn:
+                cur = await conn.execute(query(name), params)
+                row = await cur.fetchone()
+        if row is None:
+            raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation=name)
+        return row

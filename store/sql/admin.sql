@@ -1,0 +1,14 @@
+-- name: admin_create_database_from_template
+CREATE DATABASE {name} TEMPLATE {template}
+
+-- name: admin_create_database
+CREATE DATABASE {name}
+
+-- name: admin_drop_database
+DROP DATABASE IF EXISTS {name} WITH (FORCE)
+
+-- name: admin_drop_schema
+DROP SCHEMA IF EXISTS {name} CASCADE
+
+-- name: listen_channel
+LISTEN {channel}

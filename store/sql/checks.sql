@@ -1,0 +1,52 @@
+-- name: checks_event_gaps
+-- Sessions whose event log is not exactly 1..last_event_seq (the primary key
+-- already forbids duplicates, so count, min and max settle it).
+SELECT s.id, s.last_event_seq, count(e.seq), min(e.seq), max(e.seq)
+FROM sessions s
+LEFT JOIN events e ON e.session_id = s.id
+GROUP BY s.id
+HAVING count(e.seq) <> s.last_event_seq
+    OR coalesce(min(e.seq), 1) <> 1
+    OR coalesce(max(e.seq), 0) <> s.last_event_seq
+
+-- name: checks_event_totals
+SELECT count(DISTINCT session_id), count(*) FROM events
+
+-- name: checks_turn_statuses
+SELECT status, count(*), coalesce(max(attempts), 0) FROM turns GROUP BY status ORDER BY status
+
+-- name: checks_steps
+SELECT session_id, turn_id, step_key, kind, status FROM steps ORDER BY session_id, step_key
+
+-- name: checks_identity_mismatches
+-- Rows whose session/turn identities disagree: events or steps naming a turn
+-- of another session, turns numbered out of their session's range, or a
+-- session whose queued_turns differs from its unfinished turns.
+SELECT 'event' AS what, e.session_id::text, e.seq::text
+FROM events e JOIN turns t ON t.id = e.turn_id
+WHERE t.session_id <> e.session_id
+UNION ALL
+SELECT 'step', st.session_id::text, st.step_key
+FROM steps st JOIN turns t ON t.id = st.turn_id
+WHERE t.session_id <> st.session_id
+UNION ALL
+SELECT 'turn_seq', t.session_id::text, t.seq::text
+FROM turns t JOIN sessions s ON s.id = t.session_id
+WHERE t.seq > s.last_turn_seq
+UNION ALL
+SELECT 'queued_turns', s.id::text, s.queued_turns::text
+FROM sessions s
+WHERE s.queued_turns <> (SELECT count(*) FROM turns t
+                         WHERE t.session_id = s.id AND t.status IN ('queued', 'running', 'parked'))
+
+-- name: checks_stale_leases
+-- Leases that nobody will renew: expired running sessions, and sessions
+-- still leased by a worker that has stopped.
+SELECT s.id, s.lease_owner, s.lease_expires_at < now() AS expired,
+       coalesce(w.state = 'stopped', false) AS owner_stopped
+FROM sessions s
+LEFT JOIN workers w ON w.id = s.lease_owner
+WHERE s.status = 'running' AND (s.lease_expires_at < now() OR w.state = 'stopped')
+
+-- name: checks_snapshot
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY

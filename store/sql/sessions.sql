@@ -1,0 +1,92 @@
+-- name: sessions_claim
+-- Claim up to %(limit)s claimable sessions for one worker, oldest first: ready
+-- ones, and running ones whose lease expired (their owner died or was cut off).
+-- SKIP LOCKED lets many workers claim at once without waiting on each other;
+-- the epoch bump fences every write of the previous owner.
+WITH picked AS (
+    SELECT id
+    FROM sessions
+    WHERE (status = 'ready' OR (status = 'running' AND lease_expires_at < now()))
+      AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
+    ORDER BY CASE WHEN status = 'ready' THEN ready_at ELSE lease_expires_at END
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE sessions s
+SET status           = 'running',
+    lease_owner      = %(owner)s,
+    lease_epoch      = s.lease_epoch + 1,
+    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
+    claimed_at       = now(),
+    updated_at       = now()
+FROM picked
+WHERE s.id = picked.id
+RETURNING s.id, s.lease_epoch
+
+-- name: leases_renew
+-- Extend every lease this worker still holds, in one statement; a session
+-- missing from the result is no longer ours. Also the worker's heartbeat.
+WITH renewed AS (
+    UPDATE sessions s
+    SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
+    FROM unnest(%(session_ids)s::uuid[], %(epochs)s::bigint[]) AS held (id, epoch)
+    WHERE s.id = held.id
+      AND s.lease_owner = %(owner)s
+      AND s.lease_epoch = held.epoch
+    RETURNING s.id
+), beat AS (
+    UPDATE workers SET heartbeat_at = now() WHERE id = %(owner)s
+)
+SELECT id FROM renewed
+
+-- name: sessions_release
+-- Give a session back. If %(turn_id)s is still running it returns to queued with
+-- its committed steps kept, and a turn.released event says so; the session
+-- becomes ready (turns remain) or idle. Safe to call after the turn finished.
+WITH fence AS (
+    SELECT id
+    FROM sessions
+    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    FOR UPDATE
+), requeued AS (
+    UPDATE turns
+    SET status = 'queued'
+    WHERE id = %(turn_id)s AND status = 'running' AND EXISTS (SELECT FROM fence)
+    RETURNING id, seq
+), released AS (
+    UPDATE sessions
+    SET last_event_seq   = last_event_seq + (SELECT count(*) FROM requeued),
+        status           = CASE WHEN queued_turns > 0 THEN 'ready' ELSE 'idle' END,
+        ready_at         = CASE WHEN queued_turns > 0 THEN now() END,
+        lease_owner      = NULL,
+        lease_expires_at = NULL,
+        updated_at       = now()
+    WHERE id = %(session_id)s AND EXISTS (SELECT FROM fence)
+    RETURNING last_event_seq
+), announced AS (
+    INSERT INTO events (session_id, seq, turn_id, kind, payload)
+    SELECT %(session_id)s, released.last_event_seq, requeued.id, 'turn.released',
+           jsonb_build_object('reason', %(reason)s::text, 'worker', %(owner)s::text)
+    FROM released, requeued
+    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
+)
+SELECT (SELECT count(*) FROM requeued) AS requeued FROM released
+
+-- name: sessions_create
+INSERT INTO sessions (tenant, pin)
+VALUES (%(tenant)s, %(pin)s)
+RETURNING id
+
+-- name: sessions_lock_for_enqueue
+SELECT queued_turns, last_turn_seq
+FROM sessions
+WHERE id = %(session_id)s
+FOR UPDATE
+
+-- name: sessions_count_by_status
+SELECT status, count(*) FROM sessions GROUP BY status ORDER BY status
+
+-- name: sessions_queue_summary
+SELECT coalesce(sum(queued_turns), 0)::bigint,
+       extract(epoch FROM now() - min(ready_at) FILTER (WHERE status = 'ready'))::float8
+FROM sessions

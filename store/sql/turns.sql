@@ -1,0 +1,90 @@
+-- name: turns_find_by_key
+SELECT id, seq, input = %(input)s::jsonb AS same_input
+FROM turns
+WHERE session_id = %(session_id)s AND idempotency_key = %(idempotency_key)s
+
+-- name: turns_insert
+-- Runs after sessions_lock_for_enqueue in the same transaction.
+WITH added AS (
+    INSERT INTO turns (session_id, seq, idempotency_key, input)
+    VALUES (%(session_id)s, %(seq)s, %(idempotency_key)s, %(input)s)
+    RETURNING id, seq
+), counted AS (
+    UPDATE sessions
+    SET last_turn_seq = %(seq)s,
+        queued_turns  = queued_turns + 1,
+        status        = CASE WHEN status = 'idle' THEN 'ready' ELSE status END,
+        ready_at      = CASE WHEN status = 'idle' THEN now() ELSE ready_at END,
+        updated_at    = now()
+    WHERE id = %(session_id)s
+)
+SELECT id, seq, pg_notify(%(work_channel)s, '') IS NULL AS notified FROM added
+
+-- name: turns_begin
+-- Under the lease: start the session's oldest unfinished turn (a running one is
+-- a retry after a lost lease) and announce it. Returns fenced = false when the
+-- lease is no longer ours, and no turn when the queue is empty.
+WITH fence AS (
+    SELECT claimed_at
+    FROM sessions
+    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    FOR UPDATE
+), next_turn AS (
+    SELECT t.id
+    FROM turns t
+    WHERE t.session_id = %(session_id)s
+      AND t.status IN ('queued', 'running')
+      AND EXISTS (SELECT FROM fence)
+    ORDER BY t.seq
+    LIMIT 1
+), started AS (
+    UPDATE turns t
+    SET status           = 'running',
+        attempts         = t.attempts + 1,
+        first_claimed_at = coalesce(t.first_claimed_at, greatest(fence.claimed_at, t.enqueued_at)),
+        started_at       = coalesce(t.started_at, now()),
+        worker_id        = %(owner)s
+    FROM next_turn, fence
+    WHERE t.id = next_turn.id
+    RETURNING t.id, t.seq, t.input, t.attempts
+), counted AS (
+    UPDATE sessions
+    SET last_event_seq = last_event_seq + 1, updated_at = now()
+    WHERE id = %(session_id)s AND EXISTS (SELECT FROM started)
+    RETURNING last_event_seq
+), announced AS (
+    INSERT INTO events (session_id, seq, turn_id, kind, payload)
+    SELECT %(session_id)s, counted.last_event_seq, started.id, 'turn.started',
+           jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text)
+    FROM counted, started
+    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
+)
+SELECT EXISTS (SELECT FROM fence) AS fenced, started.id, started.seq, started.input, started.attempts
+FROM (SELECT) AS one
+LEFT JOIN started ON true
+
+-- name: turns_finish
+-- Record a turn's terminal state and its terminal event; then either keep the
+-- lease (more turns queued, caller may continue) or release the session.
+WITH fence AS (
+    UPDATE sessions s
+    SET last_event_seq   = s.last_event_seq + cardinality(%(kinds)s::text[]),
+        queued_turns     = s.queued_turns - 1,
+        status           = CASE
+                               WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.status
+                               WHEN s.queued_turns > 1 THEN 'ready'
+                               ELSE 'idle'
+                           END,
+        ready_at         = CASE WHEN s.queued_turns > 1 THEN now() END,
+        lease_owner      = CASE WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.lease_owner END,
+        lease_expires_at = CASE WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.lease_expires_at END,
+        updated_at       = now()
+    WHERE s.id = %(session_id)s AND s.lease_owner = %(owner)s AND s.lease_epoch = %(epoch)s
+      AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
+    RETURNING s.last_event_seq, s.queued_turns, s.lease_owner IS NOT NULL AS still_held
+), finished AS (
+    UPDATE turns
+    SET status = %(status)s, output = %(output)s, error = %(error)s, finished_at = now()
+    WHERE id = %(turn_id)s AND EXISTS (SELECT FROM fence)
+), /*include:fenced_events*/
+SELECT queued_turns, still_held FROM fence

@@ -1,0 +1,83 @@
+"""Shared fixtures: one throwaway PostgreSQL per test session, one database per test.
+
+Each test gets its own database copied from a migrated template database, so
+tests never see each other's rows. With STINT_TEST_DATABASE_URL set, that
+server is used instead and each test gets (and drops) a schema of its own.
+Tests never touch a server they were not pointed at.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import uvloop
+from _pytest.config import Config
+from _pytest.nodes import Item
+
+from store.config import ROLE_CLI, StoreConfig
+from store.pool import Pool, open_pool
+from store.scratch import ScratchDatabases, ScratchSchemas, ScratchTarget
+from store.throwaway import ThrowawayCluster, ThrowawayTemplate
+
+Scratch = ScratchDatabases | ScratchSchemas
+
+
+def pytest_asyncio_loop_factories(config: Config, item: Item) -> Mapping[str, Callable[[], object]]:
+    """Run the async suite on uvloop, as the worker does."""
+    return {"uvloop": uvloop.new_event_loop}
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[ThrowawayCluster | None]:
+    """The session's throwaway server (None when STINT_TEST_DATABASE_URL is set)."""
+    if os.environ.get("STINT_TEST_DATABASE_URL"):
+        yield None
+        return
+    template = ThrowawayTemplate()
+    try:
+        yield template.new_cluster()
+    finally:
+        template.cleanup()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def scratch(pg_cluster: ThrowawayCluster | None) -> Scratch:
+    url = os.environ.get("STINT_TEST_DATABASE_URL")
+    provider: Scratch
+    if pg_cluster is None:
+        assert url
+        provider = ScratchSchemas(StoreConfig(conninfo=url))
+    else:
+        provider = ScratchDatabases(StoreConfig(conninfo=pg_cluster.conninfo("postgres")))
+    await provider.prepare()
+    return provider
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def db(scratch: Scratch) -> AsyncIterator[ScratchTarget]:
+    """A migrated, empty Stint database (or schema) for this test only."""
+    target = await scratch.create()
+    try:
+        yield target
+    finally:
+        await scratch.drop(target)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def pool(db: ScratchTarget) -> AsyncIterator[Pool]:
+    opened = await open_pool(db.config, ROLE_CLI, min_size=1, max_size=4)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "workspace"
+    path.mkdir()
+    return path

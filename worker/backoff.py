@@ -1,0 +1,22 @@
+"""Exponential backoff with jitter, so a down database sees no reconnect storm."""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["Backoff"]
+
+
+class Backoff:
+    def __init__(self, *, first: float = 0.1, cap: float = 5.0) -> None:
+        self._first = first
+        self._cap = cap
+        self._next = first
+
+    def reset(self) -> None:
+        self._next = self._first
+
+    def next_delay(self) -> float:
+        delay = self._next
+        self._next = min(self._cap, self._next * 2)
+        return delay * random.uniform(0.5, 1.0)

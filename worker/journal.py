@@ -1,0 +1,106 @@
+"""The native effect journal: one append-only, fsync'd file per session.
+
+A native tool's effect *is* a line in this journal, keyed by the step key. The
+line is on disk (file and, for a new file, its directory fsync'd) before the
+step may commit, so a crash between the two is found by ``lookup``. Appends
+take an exclusive ``flock`` and refuse a key that is already present, so even a
+zombie worker that wakes up mid-effect cannot write the same effect twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+__all__ = ["DuplicateEffect", "EffectJournal"]
+
+
+class DuplicateEffect(Exception):
+    """The journal already holds an effect with this step key; nothing was appended."""
+
+
+class EffectJournal:
+    """Journals under ``root``: ``<root>/<session_id>.journal``, one JSON line per effect."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path_for(self, session_id: UUID) -> Path:
+        return self.root / f"{session_id}.journal"
+
+    def lookup(self, session_id: UUID, key: str) -> dict[str, Any] | None:
+        """The recorded effect with this key, or None when it never happened."""
+        path = self.path_for(session_id)
+        if not path.exists():
+            return None
+        with path.open("rb") as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            return _find(handle.read(), key)
+
+    def entries(self, session_id: UUID) -> list[dict[str, Any]]:
+        """Every effect of a session, in append order (for checkers)."""
+        path = self.path_for(session_id)
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in _complete_lines(path.read_bytes())]
+
+    def append(self, session_id: UUID, key: str, record: dict[str, Any]) -> dict[str, Any]:
+        """Append one effect and fsync it; raise DuplicateEffect if the key exists."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.path_for(session_id)
+        line = {"key": key, **record}
+        data = (json.dumps(line, separators=(",", ":"), sort_keys=True) + "\n").encode()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            existing = os.pread(fd, os.fstat(fd).st_size, 0)
+            if _find(existing, key) is not None:
+                raise DuplicateEffect(f"effect {key!r} is already in {path.name}")
+            new_file = not existing
+            # A torn last line (crash or full disk mid-write) is cut off first.
+            complete = existing.rfind(b"\n") + 1
+            if complete != len(existing):
+                os.ftruncate(fd, complete)
+            try:
+                _write_all(fd, data)
+                os.fsync(fd)
+            except OSError:
+                os.ftruncate(fd, complete)
+                raise
+        finally:
+            os.close(fd)
+        if new_file:
+            _fsync_dir(self.root)
+        return line
+
+
+def _complete_lines(content: bytes) -> list[bytes]:
+    """Lines that end in a newline; a torn tail was never a committed effect."""
+    return [line for line in content.split(b"\n")[:-1] if line.strip()]
+
+
+def _find(content: bytes, key: str) -> dict[str, Any] | None:
+    for raw in _complete_lines(content):
+        entry: dict[str, Any] = json.loads(raw)
+        if entry.get("key") == key:
+            return entry
+    return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

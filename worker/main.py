@@ -1,0 +1,98 @@
+"""``worker``: one worker process with N slots, until SIGTERM/SIGINT (then it drains)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import uvloop
+
+from store.embedded import default_data_dir
+from store.errors import StoreError
+from store.migrate import migrate
+from worker.app import Worker, new_worker_id
+from worker.harness import HarnessLoadError, load_harness
+from worker.logs import setup_logging
+from worker.options import add_setting, overrides_from
+from worker.settings import Settings, SettingsError, load_settings
+from worker.target import resolve_store_config
+
+__all__ = ["main"]
+
+log = logging.getLogger("stint.worker")
+
+_FIELDS = (
+    "slots",
+    "database_url",
+    "db_schema",
+    "harness",
+    "lease_seconds",
+    "poll_interval",
+    "drain_seconds",
+    "pins",
+    "workspace",
+    "worker_id",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="worker",
+        description=(
+            "Run one Stint worker: claim agent sessions from PostgreSQL through leased "
+            "rows and run their turns in SLOTS concurrent slots. SIGTERM or SIGINT drains "
+            "(finish running turns within --drain-seconds, then hand the rest back); a "
+            "second signal skips the wait. Every option has a STINT_* variable; the "
+            "flag wins."
+        ),
+    )
+    add_setting(parser, "--slots", "slots", type=int, metavar="N")
+    add_setting(parser, "--database-url", "database_url", metavar="URL")
+    add_setting(parser, "--schema", "db_schema", metavar="NAME")
+    add_setting(parser, "--harness", "harness", metavar="MODULE:OBJECT")
+    add_setting(parser, "--lease-seconds", "lease_seconds", type=float, metavar="S")
+    add_setting(parser, "--poll-interval", "poll_interval", type=float, metavar="S")
+    add_setting(parser, "--drain-seconds", "drain_seconds", type=float, metavar="S")
+    add_setting(parser, "--pin", "pins", action="append", metavar="PIN")
+    add_setting(parser, "--workspace", "workspace", type=Path, metavar="DIR")
+    add_setting(parser, "--worker-id", "worker_id", metavar="ID")
+    return parser
+
+
+async def _serve(settings: Settings) -> int:
+    config = resolve_store_config(settings)
+    if settings.auto_migrate:
+        applied = await migrate(config)
+        for migration in applied:
+            log.info("applied migration %s", migration.label)
+    workspace = settings.workspace or default_data_dir() / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    harness = load_harness(settings.harness, workspace=workspace)
+    worker = Worker(settings, config, harness, worker_id=settings.worker_id or new_worker_id())
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, worker.request_stop)
+    return await worker.run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(**overrides_from(args, *_FIELDS))
+    except SettingsError as exc:
+        print(f"worker: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log_level)
+    try:
+        return uvloop.run(_serve(settings))
+    except (StoreError, HarnessLoadError) as exc:
+        log.error("worker cannot run: %s", exc)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -73,7 +73,8 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
-    turn_input = _parse_input(args.input_json, settings.max_input_bytes)
+    text = sys.stdin.read() if args.input_json == "-" else args.input_json
+    turn_input = _parse_input(text, settings.max_input_bytes)
     session_id = _parse_session(args.session) if args.session else None
     config = resolve_store_config(settings)
 
@@ -179,7 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_migrate)
 
     p = sub.add_parser("enqueue", help="queue one turn (creates a session without --session)")
-    p.add_argument("input_json", metavar="INPUT_JSON", help="the turn input, a JSON object")
+    p.add_argument(
+        "input_json", metavar="INPUT_JSON", help="the turn input, a JSON object; - reads stdin"
+    )
     p.add_argument("--session", metavar="ID", help="an existing session's id")
     p.add_argument(
         "--idempotency-key",

@@ -46,8 +46,10 @@ async def describe(pool: Pool, schema: str) -> dict[str, Any]:
     tables: dict[str, Any] = {}
     for table, column, dtype, nullable, default in columns:
         entry = tables.setdefault(table, {"columns": [], "constraints": [], "indexes": []})
-        entry["columns"].append(f"{column} {dtype}{'' if nullable == 'YES' else ' NOT NULL'}"
-                                + (f" DEFAULT {default}" if default else ""))
+        entry["columns"].append(
+            f"{column} {dtype}{'' if nullable == 'YES' else ' NOT NULL'}"
+            + (f" DEFAULT {default}" if default else "")
+        )
     for table, kind, definition in constraints:
         tables[table]["constraints"].append(f"{kind}: {definition}")
     for table, name, definition in indexes:

@@ -31,7 +31,12 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
     assert actual == json.loads(EXPECTED.read_text())
     assert actual["unlogged"] == []
     assert set(actual["tables"]) == {
-        "schema_migrations", "workers", "sessions", "turns", "events", "steps"
+        "schema_migrations",
+        "workers",
+        "sessions",
+        "turns",
+        "events",
+        "steps",
     }
 
 
@@ -81,5 +86,5 @@ async def test_concurrent_migrators_apply_each_file_once(db: ScratchTarget) -> N
 
 def test_bad_file_names_are_refused(tmp_path: Path) -> None:
     (tmp_path / "1_init.sql").write_text("SELECT 1;")
-    with pytest.raises(MigrationError, match="0001_name.sql"):
+    with pytest.raises(MigrationError, match=r"0001_name\.sql"):
         migration_files(tmp_path)

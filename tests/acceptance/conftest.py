@@ -1,0 +1,126 @@
+"""Real ``worker`` processes against the test's own database."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from store.pool import Pool
+from store.scratch import ScratchTarget
+from worker.processes import spawn_worker
+from worker.scripted import open_gate
+
+TEST_LEASE = 1.0
+
+
+@dataclass
+class WorkerProc:
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def signal(self, signum: int) -> None:
+        os.kill(self.proc.pid, signum)
+
+    def wait(self, timeout: float = 60) -> int:
+        return self.proc.wait(timeout=timeout)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+class Cluster:
+    """Starts workers and runs ``stint`` commands for one test; cleans up after."""
+
+    def __init__(self, db: ScratchTarget, workspace: Path, logs: Path) -> None:
+        self.db = db
+        self.workspace = workspace
+        self.logs = logs
+        self.workers: list[WorkerProc] = []
+        self.env = {
+            "STINT_DATABASE_URL": db.conninfo,
+            "STINT_SCHEMA": db.config.schema,
+            "STINT_WORKSPACE": str(workspace),
+            "STINT_LEASE_SECONDS": str(TEST_LEASE),
+            "STINT_POLL_INTERVAL": "0.05",
+            "STINT_AUTO_MIGRATE": "false",
+            "STINT_LOG_LEVEL": "info",
+        }
+
+    def start_worker(self, *, slots: int = 2, **env: Any) -> WorkerProc:
+        log = self.logs / f"worker{len(self.workers)}.log"
+        extra = {f"STINT_{k.upper()}": str(v) for k, v in env.items()}
+        proc = spawn_worker(env={**self.env, **extra}, args=["--slots", str(slots)], log_path=log)
+        worker = WorkerProc(proc, log)
+        self.workers.append(worker)
+        return worker
+
+    def stint(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "worker.cli", *args],
+            env={**os.environ, **self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    def open_gate(self, name: str) -> None:
+        open_gate(self.workspace, name)
+
+    def journal_keys(self, session_id: UUID) -> list[str]:
+        path = self.workspace / "journals" / f"{session_id}.journal"
+        if not path.exists():
+            return []
+        return [json.loads(line)["key"] for line in path.read_text().splitlines()]
+
+    def stop_all(self) -> None:
+        for worker in self.workers:
+            if worker.proc.poll() is None:
+                worker.signal(signal.SIGCONT)
+                worker.proc.kill()
+                worker.proc.wait()
+
+
+@pytest.fixture
+def cluster(db: ScratchTarget, workspace: Path, tmp_path: Path) -> Iterator[Cluster]:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    running = Cluster(db, workspace, logs)
+    try:
+        yield running
+    finally:
+        running.stop_all()
+
+
+async def fetch(pool: Pool, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Read rows for assertions (tests inspect the database directly)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(sql, params)  # type: ignore[arg-type]
+        return await cur.fetchall()
+
+
+async def event_kinds(pool: Pool, session_id: UUID) -> list[str]:
+    rows = await fetch(
+        pool, "SELECT kind FROM events WHERE session_id = %s ORDER BY seq", session_id
+    )
+    return [r[0] for r in rows]
+
+
+async def turn_states(pool: Pool) -> list[tuple[str, int]]:
+    return [
+        (r[0], r[1])
+        for r in await fetch(pool, "SELECT status, attempts FROM turns ORDER BY enqueued_at")
+    ]

@@ -1,0 +1,182 @@
+"""Acceptance: the ``stint`` CLI as an operator uses it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from store.pool import Pool
+from store.scratch import ScratchTarget
+from tests.acceptance.conftest import Cluster, fetch
+from tests.polling import wait_until
+
+
+async def _counts(pool: Pool) -> tuple[int, int]:
+    rows = await fetch(pool, "SELECT (SELECT count(*) FROM sessions), (SELECT count(*) FROM turns)")
+    return rows[0][0], rows[0][1]
+
+
+async def test_enqueue_prints_one_json_line_and_is_idempotent(cluster: Cluster) -> None:
+    first = cluster.stint("enqueue", '{"min_wait_ms": 1}')
+    assert first.returncode == 0, first.stderr
+    line = json.loads(first.stdout)
+    assert set(line) == {"session_id", "turn_id", "seq", "created"}
+    again = [
+        cluster.stint("enqueue", "--session", line["session_id"], "--idempotency-key", "k", "{}")
+        for _ in range(2)
+    ]
+    a, b = (json.loads(r.stdout) for r in again)
+    assert (a["turn_id"], a["created"], b["created"]) == (b["turn_id"], True, False)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["not json"], "not valid JSON"),
+        (["[1, 2]"], "must be a JSON object"),
+        (["--session", "nope", "{}"], "not a session id"),
+        (["--session", "00000000-0000-0000-0000-000000000000", "{}"], "No session"),
+        (['{"x": "' + "a" * 300 + '"}'], "larger than the limit"),
+    ],
+)
+async def test_bad_enqueue_input_exits_2_and_writes_nothing(
+    cluster: Cluster, pool: Pool, args: list[str], message: str
+) -> None:
+    before = await _counts(pool)
+    result = cluster.stint("enqueue", *args, STINT_MAX_INPUT_BYTES="256")
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stdout == ""
+    assert await _counts(pool) == before
+
+
+async def test_idempotency_conflict_exits_2(cluster: Cluster, pool: Pool) -> None:
+    sid = json.loads(cluster.stint("enqueue", "{}").stdout)["session_id"]
+    ok = cluster.stint("enqueue", "--session", sid, "--idempotency-key", "k", '{"a": 1}')
+    assert ok.returncode == 0
+    before = await _counts(pool)
+    clash = cluster.stint("enqueue", "--session", sid, "--idempotency-key", "k", '{"a": 2}')
+    assert clash.returncode == 2
+    assert "different input" in clash.stderr
+    assert await _counts(pool) == before
+
+
+async def test_full_queue_exits_3_and_writes_nothing(cluster: Cluster, pool: Pool) -> None:
+    limit = {"STINT_SESSION_QUEUE_LIMIT": "2"}
+    sid = json.loads(cluster.stint("enqueue", "{}", **limit).stdout)["session_id"]
+    assert cluster.stint("enqueue", "--session", sid, "{}", **limit).returncode == 0
+    before = await _counts(pool)
+    full = cluster.stint("enqueue", "--session", sid, "{}", **limit)
+    assert full.returncode == 3
+    assert full.stderr.strip().endswith("queue full (2 queued, limit 2)")
+    assert await _counts(pool) == before
+
+
+async def test_bad_setting_exits_2_naming_the_variable(cluster: Cluster) -> None:
+    result = cluster.stint("status", STINT_STATEMENT_TIMEOUT="0")
+    assert result.returncode == 2
+    assert "STINT_STATEMENT_TIMEOUT" in result.stderr
+    assert "allowed range 0.1..3600" in result.stderr
+
+
+async def test_status_and_check_report_a_finished_run(cluster: Cluster, pool: Pool) -> None:
+    worker = cluster.start_worker(slots=2)
+    for _ in range(3):
+        cluster.stint("enqueue", '{"min_wait_ms": 10}')
+
+    async def done() -> bool:
+        rows = await fetch(pool, "SELECT count(*) FROM turns WHERE status = 'succeeded'")
+        return rows[0][0] == 3
+
+    await wait_until(done, what="3 turns succeeded")
+    status = json.loads(cluster.stint("status", "--json").stdout)
+    assert status["sessions"] == {"idle": 3}
+    assert status["queued_turns"] == 0
+    assert [w["slots"] for w in status["workers"]] == [2]
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    check = cluster.stint("check", "--json")
+    assert check.returncode == 0, check.stdout
+    assert json.loads(check.stdout)["passed"] is True
+
+
+async def test_tail_follow_streams_and_resumes_after_losing_its_connection(
+    cluster: Cluster, db: ScratchTarget, pool: Pool, tmp_path: Path
+) -> None:
+    sid = json.loads(cluster.stint("enqueue", '{"min_wait_ms": 0, "gate": "one"}').stdout)[
+        "session_id"
+    ]
+    out = (tmp_path / "tail.out").open("w")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "worker.cli", "tail", sid, "--follow"],
+        env={**os.environ, **cluster.env},
+        stdout=out,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        worker = cluster.start_worker(slots=1)
+
+        def printed() -> list[int]:
+            text = (tmp_path / "tail.out").read_text()
+            return [json.loads(line)["seq"] for line in text.splitlines()]
+
+        async def seen(n: int) -> bool:
+            return len(printed()) >= n
+
+        await wait_until(lambda: seen(3), what="follower printed the first events")
+        terminated = await fetch(
+            pool,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'stint-cli' AND pid <> pg_backend_pid() "
+            "AND query ILIKE 'LISTEN%%'",
+        )
+        assert terminated == [(True,)]
+        cluster.open_gate("one")
+        cluster.stint("enqueue", "--session", sid, '{"min_wait_ms": 0}')
+        await wait_until(lambda: seen(8), what="follower resumed after the lost connection")
+        assert printed() == list(range(1, 9))
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0
+    finally:
+        follower.send_signal(signal.SIGINT)
+        follower.wait(timeout=30)
+        out.close()
+
+
+async def test_enqueue_reads_input_from_stdin(cluster: Cluster) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "worker.cli", "enqueue", "-"],
+        env={**os.environ, **cluster.env},
+        input='{"min_wait_ms": 5}',
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["created"] is True
+
+
+def test_worker_help_names_every_option_and_variable() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "worker.main", "--help"], capture_output=True, text=True, check=True
+    )
+    text = " ".join(result.stdout.split())
+    for flag, variable in [
+        ("--slots", "STINT_SLOTS"),
+        ("--database-url", "STINT_DATABASE_URL"),
+        ("--schema", "STINT_SCHEMA"),
+        ("--harness", "STINT_HARNESS"),
+        ("--lease-seconds", "STINT_LEASE_SECONDS"),
+        ("--poll-interval", "STINT_POLL_INTERVAL"),
+        ("--drain-seconds", "STINT_DRAIN_SECONDS"),
+        ("--pin", "STINT_PINS"),
+        ("--workspace", "STINT_WORKSPACE"),
+    ]:
+        assert flag in text and variable in text

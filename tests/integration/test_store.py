@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import psycopg
+import pytest
+
+from store.config import ROLE_SLOT, StoreConfig
+from store.errors import ConnectionFailed, DatabaseError, LockTimeout, QueryTimeout
+from store.pool import Pool, open_pool
+from store.scratch import ScratchTarget
+from store.translate import translated
+
+
+async def test_pooled_connections_carry_schema_timeouts_and_role(db: ScratchTarget) -> None:
+    config = replace(
+        db.config, statement_timeout=1.5, lock_timeout=0.25, idle_in_transaction_timeout=7
+    )
+    pool = await open_pool(config, ROLE_SLOT, min_size=2, max_size=2)
+    try:
+        for _ in range(2):
+            async with pool.connection() as conn:
+                shown = {}
+                for name in (
+                    "search_path",
+                    "statement_timeout",
+                    "lock_timeout",
+                    "idle_in_transaction_session_timeout",
+                    "application_name",
+                ):
+                    cur = await conn.execute(f"SHOW {name}")
+                    row = await cur.fetchone()
+                    assert row is not None
+                    shown[name] = row[0]
+        assert shown == {
+            "search_path": db.config.schema,
+            "statement_timeout": "1500ms",
+            "lock_timeout": "250ms",
+            "idle_in_transaction_session_timeout": "7s",
+            "application_name": "stint-worker-slot",
+        }
+    finally:
+        await pool.close()
+
+
+async def test_statement_timeout_is_translated(db: ScratchTarget) -> None:
+    pool = await open_pool(
+        replace(db.config, statement_timeout=0.1), ROLE_SLOT, min_size=1, max_size=1
+    )
+    try:
+        with pytest.raises(QueryTimeout) as caught, translated("sleepy"):
+            async with pool.connection() as conn:
+                await conn.execute("SELECT pg_sleep(5)")
+        assert isinstance(caught.value.__cause__, psycopg.errors.QueryCanceled)
+        assert "sleepy" in str(caught.value)
+    finally:
+        await pool.close()
+
+
+async def test_lock_timeout_is_translated(db: ScratchTarget, pool: Pool) -> None:
+    short = await open_pool(replace(db.config, lock_timeout=0.1), ROLE_SLOT, min_size=1, max_size=1)
+    try:
+        async with pool.connection() as holder, holder.transaction():
+            await holder.execute("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE")
+            with pytest.raises(LockTimeout), translated("blocked"):
+                async with short.connection() as conn:
+                    await conn.execute("SELECT count(*) FROM sessions")
+    finally:
+        await short.close()
+
+
+async def test_constraint_violation_is_a_database_error(pool: Pool) -> None:
+    with pytest.raises(DatabaseError) as caught, translated("bad insert"):
+        async with pool.connection() as conn:
+            await conn.execute("INSERT INTO sessions (status) VALUES ('sleeping')")
+    assert caught.value.context["sqlstate"] == "23514"
+
+
+async def test_unreachable_server_fails_without_leaking_the_password() -> None:
+    config = StoreConfig(
+        conninfo="host=127.0.0.1 port=9 dbname=x user=u password=hunter2", connect_timeout=2
+    )
+    with pytest.raises(ConnectionFailed) as caught:
+        await open_pool(config, ROLE_SLOT, min_size=1, max_size=1)
+    assert "hunter2" not in str(caught.value)
+    assert "hunter2" not in repr(caught.value.context)

@@ -1,0 +1,193 @@
+"""The store's protocols against real PostgreSQL: enqueue, claim, fencing, events."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from store.client import ClientStore
+from store.errors import IdempotencyConflict, LeaseLost, QueueFull, UnknownSession
+from store.models import Claim
+from store.pool import Pool
+from store.runtime import RuntimeStore
+from store.scratch import ScratchTarget
+from tests.polling import wait_until
+
+
+@pytest.fixture
+def client(db: ScratchTarget, pool: Pool) -> ClientStore:
+    return ClientStore(db.config, pool)
+
+
+@pytest.fixture
+def runtime(db: ScratchTarget, pool: Pool) -> RuntimeStore:
+    return RuntimeStore(db.config, slots=pool, claim=pool, lease=pool)
+
+
+async def _count(pool: Pool, table: str) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute(f"SELECT count(*) FROM {table}")
+        row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_idempotent_enqueue_race_yields_exactly_the_intended_turns(
+    db: ScratchTarget, pool: Pool, client: ClientStore
+) -> None:
+    first = await client.turns_enqueue(
+        session_id=None, idempotency_key="seed", turn_input={}, queue_limit=100
+    )
+
+    async def producer(p: int) -> list[uuid.UUID]:
+        ids = []
+        for t in range(4):
+            for _attempt in range(2):  # every call is retried once
+                result = await client.turns_enqueue(
+                    session_id=first.session_id,
+                    idempotency_key=f"p{p}-t{t}",
+                    turn_input={"p": p, "t": t},
+                    queue_limit=100,
+                )
+                ids.append(result.turn_id)
+        return ids
+
+    results = await asyncio.gather(*(producer(p) for p in range(12)))
+    distinct = {turn_id for ids in results for turn_id in ids}
+    assert len(distinct) == 48
+    assert await _count(pool, "turns") == 49
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT array_agg(seq ORDER BY seq), max(queued_turns) "
+            "FROM turns JOIN sessions s ON s.id = turns.session_id"
+        )
+        row = await cur.fetchone()
+    assert row is not None
+    assert row[0] == list(range(1, 50))
+    assert row[1] == 49
+
+
+async def test_enqueue_refusals_write_nothing(pool: Pool, client: ClientStore) -> None:
+    first = await client.turns_enqueue(
+        session_id=None, idempotency_key="a", turn_input={"x": 1}, queue_limit=2
+    )
+    await client.turns_enqueue(
+        session_id=first.session_id, idempotency_key="b", turn_input={}, queue_limit=2
+    )
+    before = (await _count(pool, "turns"), await _count(pool, "sessions"))
+    with pytest.raises(QueueFull, match=r"queue full \(2 queued, limit 2\)"):
+        await client.turns_enqueue(
+            session_id=first.session_id, idempotency_key="c", turn_input={}, queue_limit=2
+        )
+    with pytest.raises(IdempotencyConflict):
+        await client.turns_enqueue(
+            session_id=first.session_id, idempotency_key="a", turn_input={"x": 2}, queue_limit=9
+        )
+    with pytest.raises(UnknownSession):
+        await client.turns_enqueue(
+            session_id=uuid.uuid4(), idempotency_key="z", turn_input={}, queue_limit=9
+        )
+    assert (await _count(pool, "turns"), await _count(pool, "sessions")) == before
+    same = await client.turns_enqueue(
+        session_id=first.session_id, idempotency_key="a", turn_input={"x": 1}, queue_limit=2
+    )
+    assert (same.turn_id, same.created) == (first.turn_id, False)
+
+
+async def test_claim_respects_limit_pins_and_order(
+    client: ClientStore, runtime: RuntimeStore
+) -> None:
+    plain = [
+        (
+            await client.turns_enqueue(
+                session_id=None, idempotency_key="k", turn_input={}, queue_limit=4
+            )
+        ).session_id
+        for _ in range(3)
+    ]
+    pinned = (
+        await client.turns_enqueue(
+            session_id=None, idempotency_key="k", turn_input={}, pin="v2", queue_limit=4
+        )
+    ).session_id
+    got = await runtime.sessions_claim(owner="w1", pins=[], limit=2, lease_seconds=30)
+    assert [c.session_id for c in got] == plain[:2]
+    assert all(c.epoch == 1 for c in got)
+    rest = await runtime.sessions_claim(owner="w2", pins=[], limit=5, lease_seconds=30)
+    assert [c.session_id for c in rest] == plain[2:]
+    v2 = await runtime.sessions_claim(owner="w3", pins=["v2"], limit=5, lease_seconds=30)
+    assert [c.session_id for c in v2] == [pinned]
+
+
+async def test_stale_owner_is_fenced_and_writes_nothing(
+    pool: Pool, client: ClientStore, runtime: RuntimeStore
+) -> None:
+    queued = await client.turns_enqueue(
+        session_id=None, idempotency_key="k", turn_input={}, queue_limit=4
+    )
+    [old] = await runtime.sessions_claim(owner="a", pins=[], limit=1, lease_seconds=0.2)
+    turn = await runtime.turns_begin(old)
+    assert turn is not None
+
+    async def taken_over() -> list[Claim]:
+        return await runtime.sessions_claim(owner="b", pins=[], limit=1, lease_seconds=30)
+
+    [new] = await wait_until(taken_over, what="lease expiry lets b claim", within=10)
+    assert (new.session_id, new.epoch) == (queued.session_id, old.epoch + 1)
+    events_before = await _count(pool, "events")
+    with pytest.raises(LeaseLost):
+        await runtime.events_append(old, turn_id=turn.turn_id, events=[("message", {"x": 1})])
+    with pytest.raises(LeaseLost):
+        await runtime.steps_start(old, turn_id=turn.turn_id, step_key="s", kind="tool", digest="d")
+    with pytest.raises(LeaseLost):
+        await runtime.turns_finish(
+            old,
+            turn_id=turn.turn_id,
+            status="succeeded",
+            output={},
+            error=None,
+            events=[("turn.completed", {})],
+            release=False,
+        )
+    with pytest.raises(LeaseLost):
+        await runtime.sessions_release(old, turn_id=turn.turn_id)
+    assert await runtime.leases_renew(owner="a", claims=[old], lease_seconds=30) == set()
+    assert await _count(pool, "events") == events_before
+    assert await _count(pool, "steps") == 0
+    retry = await runtime.turns_begin(new)
+    assert retry is not None and (retry.turn_id, retry.attempts) == (turn.turn_id, 2)
+
+
+async def test_events_are_contiguous_under_concurrent_appends(
+    pool: Pool, client: ClientStore, runtime: RuntimeStore
+) -> None:
+    await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={}, queue_limit=4)
+    [claim] = await runtime.sessions_claim(owner="a", pins=[], limit=1, lease_seconds=30)
+    turn = await runtime.turns_begin(claim)
+    assert turn is not None
+    await asyncio.gather(
+        *(
+            runtime.events_append(claim, turn_id=turn.turn_id, events=[("message", {"i": i})] * 3)
+            for i in range(20)
+        )
+    )
+    events = await client.events_after(session_id=claim.session_id, after=0)
+    assert [e.seq for e in events] == list(range(1, 62))
+
+
+async def test_release_requeues_the_running_turn_with_an_event(
+    client: ClientStore, runtime: RuntimeStore
+) -> None:
+    queued = await client.turns_enqueue(
+        session_id=None, idempotency_key="k", turn_input={}, queue_limit=4
+    )
+    [claim] = await runtime.sessions_claim(owner="a", pins=[], limit=1, lease_seconds=30)
+    turn = await runtime.turns_begin(claim)
+    assert turn is not None
+    assert await runtime.sessions_release(claim, turn_id=turn.turn_id, reason="drain")
+    kinds = [e.kind for e in await client.events_after(session_id=queued.session_id, after=0)]
+    assert kinds == ["turn.started", "turn.released"]
+    [again] = await runtime.sessions_claim(owner="b", pins=[], limit=1, lease_seconds=30)
+    assert again.session_id == queued.session_id

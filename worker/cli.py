@@ -14,7 +14,6 @@ import uvloop
 
 from store.client import ClientStore
 from store.config import ROLE_CLI, StoreConfig
-from store.embedded import default_data_dir
 from store.errors import InvalidInput, QueueFull, StoreError
 from store.migrate import migrate
 from store.pool import open_pool
@@ -24,7 +23,7 @@ from worker.logs import setup_logging
 from worker.options import add_setting, overrides_from
 from worker.settings import Settings, SettingsError, load_settings
 from worker.status import render_status
-from worker.target import embedded_cluster, resolve_store_config
+from worker.target import embedded_cluster, resolve_store_config, workspace_dir
 
 __all__ = ["main"]
 
@@ -136,7 +135,7 @@ async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
     config = resolve_store_config(settings)
-    journals = (settings.workspace or default_data_dir() / "workspace") / "journals"
+    journals = workspace_dir(settings) / "journals"
     pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
     try:
         report = await run_checks(pool, journals=journals, quiesced=not args.live)

@@ -18,14 +18,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from store.client import ClientStore
 from store.config import ROLE_CLI
-from store.embedded import default_data_dir
 from store.pool import open_pool
 from store.scratch import reset_schema
 from worker.checks import run_checks
 from worker.processes import spawn_worker, stop_workers
 from worker.settings import Settings
 from worker.stats import percentile
-from worker.target import resolve_store_config
+from worker.target import resolve_store_config, workspace_dir
 
 __all__ = ["run_demo"]
 
@@ -38,7 +37,7 @@ async def run_demo(settings: Settings, *, workers: int, slots: int, sessions: in
     console = Console(stderr=True)
     config = replace(resolve_store_config(settings), schema=DEMO_SCHEMA)
     await reset_schema(config)
-    workspace = (settings.workspace or default_data_dir() / "workspace") / "demo"
+    workspace = workspace_dir(settings) / "demo"
     shutil.rmtree(workspace, ignore_errors=True)
     workspace.mkdir(parents=True)
     console.print(

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import uvloop
 
-from store.embedded import default_data_dir
 from store.errors import StoreError
 from store.migrate import migrate
 from worker.app import Worker, new_worker_id
@@ -19,7 +18,7 @@ from worker.harness import HarnessLoadError, load_harness
 from worker.logs import setup_logging
 from worker.options import add_setting, overrides_from
 from worker.settings import Settings, SettingsError, load_settings
-from worker.target import resolve_store_config
+from worker.target import resolve_store_config, workspace_dir
 
 __all__ = ["main"]
 
@@ -69,7 +68,7 @@ async def _serve(settings: Settings) -> int:
         applied = await migrate(config)
         for migration in applied:
             log.info("applied migration %s", migration.label)
-    workspace = settings.workspace or default_data_dir() / "workspace"
+    workspace = workspace_dir(settings)
     workspace.mkdir(parents=True, exist_ok=True)
     harness = load_harness(settings.harness, workspace=workspace)
     worker = Worker(settings, config, harness, worker_id=settings.worker_id or new_worker_id())

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from store.config import StoreConfig
 from store.embedded import EmbeddedPostgres, default_data_dir
 from worker.settings import Settings
 
-__all__ = ["embedded_cluster", "resolve_store_config"]
+__all__ = ["embedded_cluster", "resolve_store_config", "workspace_dir"]
 
 log = logging.getLogger("stint.target")
 
@@ -30,3 +31,8 @@ def resolve_store_config(settings: Settings) -> StoreConfig:
         return settings.store_config(url)
     handle = embedded_cluster(settings).start()
     return settings.store_config(handle.conninfo())
+
+
+def workspace_dir(settings: Settings) -> Path:
+    """STINT_WORKSPACE, else ``workspace`` beside the embedded cluster's data."""
+    return settings.workspace or (settings.data_dir or default_data_dir()) / "workspace"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -132,3 +133,32 @@ class ClientStore:
             async with self._pool.connection() as conn:
                 cur = await conn.execute(query("turns_timings"))
                 return [TurnTiming(*row) for row in await cur.fetchall()]
+
+    async def statements_reset(self) -> None:
+        """Start counting statements (pg_stat_statements must be preloaded)."""
+        with translated("statements_reset"):
+            async with self._pool.connection() as conn:
+                await conn.execute(query("statements_enable"))
+                await conn.execute(query("statements_reset"))
+
+    async def statements_calls(self, *, excluding: Sequence[str] = ()) -> int:
+        """Statements run in this database since the reset, not counting the
+        named store statements (a caller's own polling)."""
+        params = {"excluded": [query(name) for name in excluding]}
+        with translated("statements_calls"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("statements_calls"), params)
+                row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+    async def workers_running(self) -> int:
+        return await self._scalar("workers_running")
+
+    async def _scalar(self, name: str) -> int:
+        with translated(name):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query(name))
+                row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])

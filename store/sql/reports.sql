@@ -16,3 +16,22 @@ SELECT extract(epoch FROM enqueued_at)::float8,
 FROM turns
 WHERE finished_at IS NOT NULL
 ORDER BY finished_at
+
+-- name: statements_enable
+-- Needs shared_preload_libraries = pg_stat_statements (the benchmark's own server).
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements
+
+-- name: statements_reset
+SELECT pg_stat_statements_reset()
+
+-- name: statements_calls
+-- Statements executed in this database since the reset, except the given texts
+-- (the benchmark's own progress polls).
+SELECT coalesce(sum(calls), 0)::bigint
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND query <> ALL (%(excluded)s::text[])
+  AND query NOT LIKE 'SELECT pg_stat_statements_reset%%'
+
+-- name: workers_running
+SELECT count(*) FROM workers WHERE state = 'running'

@@ -29,6 +29,7 @@ from worker.backoff import Backoff
 from worker.harness import Harness
 from worker.runner import Held, SessionRunner
 from worker.settings import Settings
+from worker.telemetry import SPAN_CLAIM, span
 
 __all__ = ["Worker", "new_worker_id"]
 
@@ -164,9 +165,11 @@ class Worker:
             free = s.slots - len(self.held)
             if free > 0 and self.may_write():
                 try:
-                    claims = await self.store.sessions_claim(
-                        owner=self.id, pins=s.pins, limit=free, lease_seconds=s.lease_seconds
-                    )
+                    with span(SPAN_CLAIM, worker_id=self.id, free_slots=free) as current:
+                        claims = await self.store.sessions_claim(
+                            owner=self.id, pins=s.pins, limit=free, lease_seconds=s.lease_seconds
+                        )
+                        current.set_attribute("claimed", len(claims))
                 except StoreError as exc:
                     log.warning("claim failed: %s", exc)
                     await self._sleep_or_wake(backoff.next_delay())

@@ -18,7 +18,13 @@ from store.models import Claim, StepRecord
 from store.runtime import RuntimeStore
 from worker.tools import Reconciled, Tool, ToolCall, Verdict
 
-__all__ = ["LeaseExpired", "NondeterministicReplay", "TurnContext", "UnknownEffect"]
+__all__ = [
+    "LeaseExpired",
+    "NondeterministicReplay",
+    "TurnContext",
+    "UnknownEffect",
+    "request_digest",
+]
 
 HARNESS_EVENT_KINDS = frozenset({"message"})
 
@@ -36,6 +42,7 @@ class NondeterministicReplay(Exception):
 
 
 def request_digest(kind: str, name: str, request: Mapping[str, Any]) -> str:
+    """What a step asked for, so a replay that asks for something else is caught."""
     canonical = json.dumps([kind, name, request], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

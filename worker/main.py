@@ -19,6 +19,7 @@ from worker.logs import setup_logging
 from worker.options import add_setting, overrides_from
 from worker.settings import Settings, SettingsError, load_settings
 from worker.target import resolve_store_config, workspace_dir
+from worker.telemetry import setup_tracing
 
 __all__ = ["main"]
 
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.log_level)
+    setup_tracing()
     try:
         return uvloop.run(_serve(settings))
     except (StoreError, HarnessLoadError) as exc:

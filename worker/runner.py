@@ -21,6 +21,7 @@ from store.models import Claim, TurnStart
 from store.runtime import RuntimeStore
 from worker.context import LeaseExpired, TurnContext
 from worker.harness import Harness
+from worker.telemetry import SPAN_TURN, span
 
 __all__ = ["Held", "SessionRunner"]
 
@@ -74,17 +75,24 @@ class SessionRunner:
                     await self._store.sessions_release(claim)
                     return
                 held.turn_id = turn.turn_id
-                outcome = await self._run_turn(claim, turn)
-                held.turn_id = None  # from here the finish write owns the turn
-                finished = await self._store.turns_finish(
-                    claim,
-                    turn_id=turn.turn_id,
-                    status=outcome.status,
-                    output=outcome.output,
-                    error=outcome.error,
-                    events=[(outcome.kind, _terminal_payload(outcome, turn))],
-                    release=self._stopping(),
-                )
+                with span(
+                    SPAN_TURN,
+                    session_id=str(claim.session_id),
+                    turn_id=str(turn.turn_id),
+                    attempt=turn.attempts,
+                ) as current:
+                    outcome = await self._run_turn(claim, turn)
+                    current.set_attribute("status", outcome.status)
+                    held.turn_id = None  # from here the finish write owns the turn
+                    finished = await self._store.turns_finish(
+                        claim,
+                        turn_id=turn.turn_id,
+                        status=outcome.status,
+                        output=outcome.output,
+                        error=outcome.error,
+                        events=[(outcome.kind, _terminal_payload(outcome, turn))],
+                        release=self._stopping(),
+                    )
                 if not finished.still_held:
                     return
         except (LeaseLost, LeaseExpired) as exc:

@@ -244,3 +244,19 @@ async def test_worker_connections_are_named_by_role(
     }
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
+
+
+async def test_console_tracing_shows_turn_spans_without_secrets(
+    cluster: Cluster, db: ScratchTarget, pool: Pool
+) -> None:
+    client = ClientStore(db.config, pool)
+    cluster.env["OTEL_TRACES_EXPORTER"] = "console"
+    traced = cluster.start_worker(slots=1)
+    await _enqueue(client, 1, {"min_wait_ms": 0})
+    await wait_until(lambda: _all_finished(pool, 1), what="turn finished")
+    traced.signal(signal.SIGTERM)
+    assert traced.wait() == 0
+    log = traced.log_text()
+    assert '"name": "stint.turn"' in log
+    assert '"status": "succeeded"' in log
+    assert db.conninfo not in log

@@ -1,0 +1,154 @@
+"""Durable steps: replay, reconcile after a crash, unknown effects, determinism."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store.client import ClientStore
+from store.models import Claim, TurnStart
+from store.pool import Pool
+from store.runtime import RuntimeStore
+from store.scratch import ScratchTarget
+from worker.context import (
+    NondeterministicReplay,
+    TurnContext,
+    UnknownEffect,
+    request_digest,
+)
+from worker.journal import EffectJournal
+from worker.tools import JournalTool, Reconciled, ToolCall, Verdict
+
+
+class CountingTool:
+    """A tool that records how often it really ran (the harness seam may be faked)."""
+
+    name = "counting"
+
+    def __init__(self, verdict: Verdict = Verdict.NOT_DONE) -> None:
+        self.runs = 0
+        self.verdict = verdict
+
+    async def run(self, call: ToolCall) -> Any:
+        self.runs += 1
+        return {"ran": self.runs}
+
+    async def reconcile(self, call: ToolCall) -> Reconciled:
+        return Reconciled(self.verdict, {"found": True} if self.verdict is Verdict.DONE else None)
+
+
+async def _turn(db: ScratchTarget, pool: Pool) -> tuple[RuntimeStore, Claim, TurnStart]:
+    client = ClientStore(db.config, pool)
+    await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={}, queue_limit=4)
+    runtime = RuntimeStore(db.config, slots=pool, claim=pool, lease=pool)
+    [claim] = await runtime.sessions_claim(owner="w", pins=[], limit=1, lease_seconds=30)
+    turn = await runtime.turns_begin(claim)
+    assert turn is not None
+    return runtime, claim, turn
+
+
+async def _context(runtime: RuntimeStore, claim: Claim, turn: TurnStart) -> TurnContext:
+    """A fresh context for the same turn, as a retry would build it."""
+    return TurnContext(
+        store=runtime,
+        claim=claim,
+        turn_id=turn.turn_id,
+        turn_input=turn.input,
+        attempt=2,
+        steps=await runtime.steps_for_turn(claim, turn.turn_id),
+        may_write=lambda: True,
+    )
+
+
+async def _kinds(pool: Pool) -> list[str]:
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT kind FROM events ORDER BY seq")
+        return [r[0] for r in await cur.fetchall()]
+
+
+async def _step_status(pool: Pool) -> list[str]:
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT status FROM steps")
+        return [r[0] for r in await cur.fetchall()]
+
+
+async def test_committed_step_is_replayed_without_running(db: ScratchTarget, pool: Pool) -> None:
+    runtime, claim, turn = await _turn(db, pool)
+    tool = CountingTool()
+    first = await (await _context(runtime, claim, turn)).call_tool("a", tool, {"x": 1})
+    again = await (await _context(runtime, claim, turn)).call_tool("a", tool, {"x": 1})
+    assert first == again == {"ran": 1}
+    assert tool.runs == 1
+
+
+async def test_started_step_found_in_journal_is_committed_not_rerun(
+    db: ScratchTarget, pool: Pool, tmp_path: Path
+) -> None:
+    runtime, claim, turn = await _turn(db, pool)
+    journal = EffectJournal(tmp_path)
+    # The crash window: step recorded started, effect fsync'd, commit never happened.
+    await runtime.steps_start(
+        claim,
+        turn_id=turn.turn_id,
+        step_key="e",
+        kind="tool",
+        digest=_digest("journal", {"n": 1}),
+    )
+    journal.append(claim.session_id, "e", {"turn_id": str(turn.turn_id), "args": {"n": 1}})
+    result = await (await _context(runtime, claim, turn)).call_tool(
+        "e", JournalTool(journal), {"n": 1}
+    )
+    assert result["key"] == "e"
+    assert len(journal.entries(claim.session_id)) == 1
+    assert await _step_status(pool) == ["committed"]
+    assert (await _kinds(pool))[-1] == "tool.returned"
+
+
+async def test_started_step_missing_from_journal_runs_once(
+    db: ScratchTarget, pool: Pool, tmp_path: Path
+) -> None:
+    runtime, claim, turn = await _turn(db, pool)
+    journal = EffectJournal(tmp_path)
+    await runtime.steps_start(
+        claim,
+        turn_id=turn.turn_id,
+        step_key="e",
+        kind="tool",
+        digest=_digest("journal", {"n": 1}),
+    )
+    await (await _context(runtime, claim, turn)).call_tool("e", JournalTool(journal), {"n": 1})
+    assert [e["key"] for e in journal.entries(claim.session_id)] == ["e"]
+    assert await _step_status(pool) == ["committed"]
+
+
+async def test_started_step_a_tool_cannot_reconcile_is_marked_unknown(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    runtime, claim, turn = await _turn(db, pool)
+    tool = CountingTool(Verdict.UNKNOWN)
+    await runtime.steps_start(
+        claim, turn_id=turn.turn_id, step_key="u", kind="tool", digest=_digest("counting", {})
+    )
+    with pytest.raises(UnknownEffect):
+        await (await _context(runtime, claim, turn)).call_tool("u", tool, {})
+    assert tool.runs == 0
+    assert await _step_status(pool) == ["unknown"]
+    assert (await _kinds(pool))[-1] == "effect.unknown"
+    with pytest.raises(UnknownEffect):  # and it stays unknown on every later replay
+        await (await _context(runtime, claim, turn)).call_tool("u", tool, {})
+    assert tool.runs == 0
+
+
+async def test_replay_with_a_different_request_is_refused(db: ScratchTarget, pool: Pool) -> None:
+    runtime, claim, turn = await _turn(db, pool)
+    tool = CountingTool()
+    await (await _context(runtime, claim, turn)).call_tool("a", tool, {"x": 1})
+    with pytest.raises(NondeterministicReplay):
+        await (await _context(runtime, claim, turn)).call_tool("a", tool, {"x": 2})
+    assert tool.runs == 1
+
+
+def _digest(name: str, args: dict[str, Any]) -> str:
+    return request_digest("tool", name, args)

@@ -1,3 +1,15 @@
+-- name: fence_and_count_events
+-- Fragment: lock the session row only if this worker still holds its lease
+-- (owner and epoch), and reserve seqs for %(kinds)s. No row: the lease is lost
+-- and the including statement writes nothing.
+fence AS (
+    UPDATE sessions
+    SET last_event_seq = last_event_seq + cardinality(%(kinds)s::text[]),
+        updated_at     = now()
+    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    RETURNING last_event_seq
+)
+
 -- name: fenced_events
 -- Fragment included by fenced writes: inserts %(kinds)s/%(payloads)s as events
 -- numbered right below fence.last_event_seq, which the including statement's
@@ -16,13 +28,7 @@ events_added AS (
 )
 
 -- name: events_append
-WITH fence AS (
-    UPDATE sessions
-    SET last_event_seq = last_event_seq + cardinality(%(kinds)s::text[]),
-        updated_at     = now()
-    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
-    RETURNING last_event_seq
-), /*include:fenced_events*/
+WITH /*include:fence_and_count_events*/, /*include:fenced_events*/
 SELECT last_event_seq FROM fence
 
 -- name: events_after

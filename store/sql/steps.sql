@@ -5,13 +5,7 @@ WHERE session_id = %(session_id)s AND turn_id = %(turn_id)s
 
 -- name: steps_start
 -- Record a step as started (before its effect runs), with its events.
-WITH fence AS (
-    UPDATE sessions
-    SET last_event_seq = last_event_seq + cardinality(%(kinds)s::text[]),
-        updated_at     = now()
-    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
-    RETURNING last_event_seq
-), recorded AS (
+WITH /*include:fence_and_count_events*/, recorded AS (
     INSERT INTO steps (session_id, turn_id, step_key, kind, status, request_digest, lease_epoch)
     SELECT %(session_id)s, %(turn_id)s, %(step_key)s, %(kind)s, 'started', %(digest)s, %(epoch)s
     FROM fence
@@ -20,13 +14,7 @@ SELECT last_event_seq FROM fence
 
 -- name: steps_finish
 -- Move a started step to committed (with its result) or unknown, with its events.
-WITH fence AS (
-    UPDATE sessions
-    SET last_event_seq = last_event_seq + cardinality(%(kinds)s::text[]),
-        updated_at     = now()
-    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
-    RETURNING last_event_seq
-), recorded AS (
+WITH /*include:fence_and_count_events*/, recorded AS (
     UPDATE steps
     SET status = %(status)s, result = %(result)s, finished_at = clock_timestamp(),
         lease_epoch = %(epoch)s

@@ -1,0 +1,130 @@
+"""What a load case is, and the shape of the figures it reports.
+
+The JSON a case writes is ``CaseReport.as_json()``; ``matrix.json`` holds a
+list of them. Anything not measured is ``None`` (JSON null), never a zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Backend",
+    "CaseReport",
+    "CaseSpec",
+    "PhaseFigures",
+    "Samples",
+]
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One cell of the matrix, one repetition."""
+
+    workers: int
+    slots: int
+    sessions: int
+    tool_wait_ms: int
+    rep: int = 1
+
+    @property
+    def label(self) -> str:
+        return f"{self.workers}x{self.slots}-{self.sessions}s-{self.tool_wait_ms}ms-r{self.rep}"
+
+    @property
+    def total_slots(self) -> int:
+        return self.workers * self.slots
+
+    @property
+    def physical_limit(self) -> float:
+        """Turns/s if every slot ran back to back: sessions / (waves * wait)."""
+        waves = math.ceil(self.sessions / self.total_slots)
+        return self.sessions / (waves * self.tool_wait_ms / 1000)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where PostgreSQL ran and what limits applied ("unlimited" when none)."""
+
+    kind: str  # "container" | "local-cgroup" | "local" | "url"
+    postgres_limits: dict[str, Any] | str
+    worker_limits: dict[str, Any] | str
+    postgres_version: str | None = None
+
+
+@dataclass(frozen=True)
+class PhaseFigures:
+    """One burst's figures, from PostgreSQL audit timestamps."""
+
+    turns: int
+    succeeded: int
+    interval_s: float
+    turns_per_s: float
+    fraction_of_limit: float
+    e2e_p50_s: float | None
+    e2e_p95_s: float | None
+    e2e_max_s: float | None
+    queue_wait_p95_s: float | None
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Summaries of the 100 ms samples (short peaks between samples can be missed)."""
+
+    count: int
+    interval_s: float
+    peak_sum_rss_mib: float | None
+    peak_rss_mib_per_worker: list[float]
+    worker_cpu_seconds: float | None
+    max_threads_per_worker: int | None
+    max_fds_per_worker: int | None
+    max_active_sessions: int | None
+    db_connections_per_worker: float | None
+    pg_peak_memory_mib: float | None
+    pg_oom_kills: int | None
+
+
+@dataclass
+class CaseReport:
+    """Everything one case measured and checked."""
+
+    spec: CaseSpec
+    backend: Backend
+    environment: dict[str, Any]
+    configuration: dict[str, Any]
+    cold: PhaseFigures | None = None
+    warm: PhaseFigures | None = None
+    samples: Samples | None = None
+    idle_drain_s: float | None = None
+    worker_exit_codes: list[int] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    diagnostics: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c["passed"] for c in self.checks)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "case": {**asdict(self.spec), "label": self.spec.label},
+            "physical_limit_turns_per_s": round(self.spec.physical_limit, 3),
+            "backend": asdict(self.backend),
+            "environment": self.environment,
+            "configuration": self.configuration,
+            "phases": {
+                "cold": asdict(self.cold) if self.cold else None,
+                "warm": asdict(self.warm) if self.warm else None,
+            },
+            "samples": asdict(self.samples) if self.samples else None,
+            "idle_drain_s": self.idle_drain_s,
+            "worker_exit_codes": self.worker_exit_codes,
+            "checks": self.checks,
+            "passed": self.passed,
+            "diagnostics": self.diagnostics,
+        }

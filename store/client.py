@@ -93,6 +93,16 @@ class ClientStore:
                 assert inserted is not None
                 return EnqueueResult(sid, inserted[0], inserted[1], created=True)
 
+    async def sessions_create(self, *, tenant: str | None = None, pin: str | None = None) -> UUID:
+        """A new idle session with no turns (load tests seed these before the burst)."""
+        with translated("sessions_create"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("sessions_create"), {"tenant": tenant, "pin": pin})
+                row = await cur.fetchone()
+        assert row is not None
+        session_id: UUID = row[0]
+        return session_id
+
     async def events_after(self, *, session_id: UUID, after: int, limit: int = 500) -> list[Event]:
         """Events of a session with seq > after, in order (the catch-up read)."""
         params = {"session_id": session_id, "after": after, "limit": limit}
@@ -151,6 +161,15 @@ class ClientStore:
                 row = await cur.fetchone()
         assert row is not None
         return int(row[0])
+
+    async def load_sample(self) -> tuple[int, int]:
+        """Sessions running now, and worker connections open now."""
+        with translated("load_sample"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("load_sample"))
+                row = await cur.fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
 
     async def workers_running(self) -> int:
         return await self._scalar("workers_running")

@@ -1,4 +1,4 @@
-"""``stint``: the operator CLI (migrate, enqueue, tail, status, demo, embedded)."""
+"""``stint``: the operator CLI (migrate, enqueue, tail, status, demo, check, embedded, size)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from worker.follow import follow_events
 from worker.logs import setup_logging
 from worker.options import add_setting, overrides_from
 from worker.settings import Settings, SettingsError, load_settings
+from worker.sizing import measured_profile, render_sizing, size
 from worker.status import render_status
 from worker.target import embedded_cluster, resolve_store_config, workspace_dir
 
@@ -163,6 +164,39 @@ async def cmd_embedded(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_matrix(path: Path) -> dict[str, Any]:
+    try:
+        matrix = json.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise UsageError(f"{path} is not JSON") from None
+    if not isinstance(matrix, dict) or not isinstance(matrix.get("summary"), list):
+        raise UsageError(f"{path} is not a load-test matrix report (no summary)")
+    return matrix
+
+
+async def cmd_size(settings: Settings, args: argparse.Namespace) -> int:
+    """Arithmetic on a matrix.json only: never resolves or opens a database."""
+    matrix = _load_matrix(args.report)
+    stored = matrix.get("sizing")
+    try:
+        profile = stored if isinstance(stored, dict) else measured_profile(matrix["summary"])
+        sizing = size(
+            profile,
+            rate=args.rate,
+            turn_seconds=args.turn_seconds,
+            headroom=args.headroom,
+            slots_per_worker=args.slots_per_worker,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"{args.report} is not a load-test matrix report ({exc!r})") from None
+    print(json.dumps(sizing.as_json(), indent=2) if args.json else render_sizing(sizing))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stint",
@@ -222,6 +256,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("embedded", help="start, stop or check the embedded PostgreSQL")
     p.add_argument("action", choices=["start", "stop", "status"])
     p.set_defaults(run=cmd_embedded)
+
+    p = sub.add_parser(
+        "size", help="workers x slots for a workload, from a load-test matrix.json (no database)"
+    )
+    p.add_argument("--report", type=Path, required=True, metavar="FILE", help="the matrix.json")
+    p.add_argument(
+        "--rate", type=float, required=True, metavar="R", help="turns arriving per second"
+    )
+    p.add_argument(
+        "--turn-seconds",
+        type=float,
+        required=True,
+        metavar="T",
+        help="average seconds a turn is active",
+    )
+    p.add_argument("--headroom", type=float, default=0.3, metavar="H", help="0..10 (0.3)")
+    p.add_argument(
+        "--slots-per-worker",
+        type=int,
+        metavar="S",
+        help="default: the measured configuration with the best efficiency",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(run=cmd_size)
     return parser
 
 

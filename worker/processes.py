@@ -13,16 +13,27 @@ __all__ = ["spawn_worker", "stop_workers"]
 
 
 def spawn_worker(
-    *, env: Mapping[str, str], args: Sequence[str] = (), log_path: Path | None = None
+    *,
+    env: Mapping[str, str],
+    args: Sequence[str] = (),
+    log_path: Path | None = None,
+    cgroup_procs: Sequence[Path] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start ``python -m worker.main ARGS`` with ``env`` added to this environment."""
+    """Start ``python -m worker.main ARGS`` with ``env`` added to this environment,
+    inside the given cgroups (their ``cgroup.procs`` files) before it runs."""
     out = log_path.open("ab") if log_path else subprocess.DEVNULL
+
+    def join_cgroups() -> None:
+        for procs in cgroup_procs:
+            procs.write_text(str(os.getpid()))
+
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "worker.main", *args],
             env={**os.environ, **env},
             stdout=out,
             stderr=subprocess.STDOUT,
+            preexec_fn=join_cgroups if cgroup_procs else None,
         )
     finally:
         if log_path and not isinstance(out, int):

@@ -35,3 +35,9 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 
 -- name: workers_running
 SELECT count(*) FROM workers WHERE state = 'running'
+
+-- name: load_sample
+-- One load-test sample: sessions running now, and worker connections open now.
+SELECT (SELECT count(*) FROM sessions WHERE status = 'running'),
+       (SELECT count(*) FROM pg_stat_activity
+        WHERE datname = current_database() AND application_name LIKE 'stint-worker-%%')

@@ -1,0 +1,125 @@
+"""``pytest loadtest``: the workers x slots matrix runs only with ``--run-load``.
+
+Without it every matrix case is skipped with a reason that says so, and the run
+ends with ``load matrix: not run (pass --run-load)`` — a green generic test run
+is never evidence that the matrix ran. ``STINT_REQUIRE_LOAD=1`` turns that skip
+into a failure, for release pipelines.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from _pytest.config import Config
+from _pytest.config.argparsing import Parser
+from _pytest.nodes import Item
+from _pytest.terminal import TerminalReporter
+
+from loadtest.model import CaseSpec
+from loadtest.session import LoadSession
+
+NOT_RUN = "load matrix: not run (pass --run-load)"
+SUMMARY_ATTR = "_stint_load_summary"
+SKIP_REASON = (
+    "load matrix not run: pass --run-load to run it (pytest loadtest --run-load); "
+    "STINT_REQUIRE_LOAD=1 makes this a failure"
+)
+DEFAULT_MATRIX = [
+    (1, 1, 24, 250),
+    (1, 4, 24, 250),
+    (2, 2, 24, 250),
+    (2, 4, 24, 250),
+    (2, 2, 16, 1000),
+]
+
+
+def pytest_addoption(parser: Parser) -> None:
+    group = parser.getgroup("stint load", "Stint load matrix")
+    group.addoption("--run-load", action="store_true", help="run the workers x slots matrix")
+    group.addoption(
+        "--matrix",
+        default=None,
+        metavar="WxS,...",
+        help="cells to run, e.g. 1x1,2x4 (default: the seed's five cells)",
+    )
+    group.addoption("--reps", type=int, default=2, metavar="N", help="repetitions (2)")
+    group.addoption(
+        "--sessions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="sessions per case (24; 16 for the 1000 ms cell)",
+    )
+    group.addoption(
+        "--tool-wait-ms",
+        type=int,
+        default=None,
+        metavar="N",
+        help="scripted tool wait (250; 1000 for the last default cell)",
+    )
+    group.addoption(
+        "--report-dir",
+        default="report/load",
+        metavar="DIR",
+        help="where the case JSON, matrix.json/md and charts go (report/load)",
+    )
+
+
+def matrix_cases(config: Config) -> list[CaseSpec]:
+    """The cases the options ask for, in run order."""
+    sessions = config.getoption("--sessions")
+    wait = config.getoption("--tool-wait-ms")
+    matrix = config.getoption("--matrix")
+    if matrix:
+        cells = []
+        for cell in str(matrix).split(","):
+            workers, _, slots = cell.strip().partition("x")
+            cells.append((int(workers), int(slots), sessions or 24, wait or 250))
+    else:
+        cells = [(w, s, sessions or n, wait or ms) for w, s, n, ms in DEFAULT_MATRIX]
+    reps = int(config.getoption("--reps"))
+    return [CaseSpec(w, s, n, ms, rep) for w, s, n, ms in cells for rep in range(1, reps + 1)]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "case_spec" in metafunc.fixturenames:
+        cases = matrix_cases(metafunc.config)
+        metafunc.parametrize("case_spec", cases, ids=[c.label for c in cases])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: Item) -> None:
+    """Before any fixture starts a database: skip (or fail) unless --run-load."""
+    if item.get_closest_marker("load") is None or item.config.getoption("--run-load"):
+        return
+    if os.environ.get("STINT_REQUIRE_LOAD") == "1":
+        pytest.fail("STINT_REQUIRE_LOAD=1 but the load matrix was not run: pass --run-load")
+    pytest.skip(SKIP_REASON)
+
+
+def pytest_configure(config: Config) -> None:
+    config.addinivalue_line("markers", "load: part of the load matrix (needs --run-load)")
+
+
+def pytest_terminal_summary(terminalreporter: TerminalReporter, config: Config) -> None:
+    """The run's last word on the matrix: where its report is, or that it did not run."""
+    terminalreporter.write_line(getattr(config, SUMMARY_ATTR, None) or NOT_RUN)
+
+
+@pytest.fixture(scope="session")
+def load_session(request: pytest.FixtureRequest) -> Iterator[LoadSession]:
+    """Runs the cases one after another and writes the matrix report at the end."""
+    config = request.config
+    command = " ".join(["pytest", *config.invocation_params.args])
+    session = LoadSession(
+        Path(str(config.getoption("--report-dir"))).resolve(),
+        command=command,
+        planned=len(matrix_cases(config)),
+    )
+    try:
+        yield session
+    finally:
+        setattr(config, SUMMARY_ATTR, session.finish())

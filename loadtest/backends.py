@@ -21,15 +21,11 @@ every case's report, so no figure is read without what bounded it.
 from __future__ import annotations
 
 import asyncio
-import gc
-import importlib
 import importlib.util
 import os
 import re
-import secrets
 import shutil
 import tempfile
-import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -37,11 +33,13 @@ from typing import Any, Literal, Protocol
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from loadtest.cgroups import Cgroup, CgroupMemory, cgroup_support, memory_of_process
+from loadtest.cgroups import Cgroup, cgroup_support
+from loadtest.container import CONTAINER_VERSION, ContainerServer, docker_engine_answers
+from loadtest.errors import BackendError, noting_failure
 from loadtest.model import Backend
 from store.config import StoreConfig
 from store.errors import EmbeddedPostgresError
-from store.pgbin import make_conninfo, run_pg
+from store.pgbin import run_pg
 from store.scratch import ScratchDatabases, ScratchSchemas, ScratchTarget
 from store.throwaway import ThrowawayCluster, ThrowawayTemplate
 
@@ -53,7 +51,6 @@ __all__ = [
     "BackendKind",
     "CaseDatabase",
     "LoadBackends",
-    "docker_engine_answers",
 ]
 
 URL_ENV = "STINT_LOAD_DATABASE_URL"
@@ -62,61 +59,10 @@ POSTGRES_MEMORY_BYTES = 2**30
 
 BackendKind = Literal["container", "url", "local-cgroup", "local"]
 
-_CONTAINER_IMAGE = "postgres:15"
-_CONTAINER_VERSION = _CONTAINER_IMAGE.partition(":")[2]
-_CONTAINER_PORT = 5432
-_DOCKER_TIMEOUT_S = 2.0
 _LOCAL_SETTINGS = {"max_connections": "200"}
 _KEPT_PREFIX = "stint-load-kept-"
 _MIB = 2**20
 _GIB = 2**30
-
-
-class BackendError(Exception):
-    """A load case's PostgreSQL could not be provided; never carries a password."""
-
-    def __init__(self, message: str, **context: object) -> None:
-        self.message = message
-        self.context = context
-        super().__init__(message)
-
-    def __str__(self) -> str:
-        details = ", ".join(f"{key}={value}" for key, value in sorted(self.context.items()))
-        return f"{self.message} ({details})" if details else self.message
-
-
-def docker_engine_answers(timeout: float = _DOCKER_TIMEOUT_S) -> bool:
-    """Whether a Docker engine answers a ping within about ``timeout`` seconds.
-
-    Machines with only the docker CLI (or the Python client) and no engine are
-    common; any failure at all (package missing, no socket, refused, timed
-    out) means "no", so choosing a backend never stalls or fails on it.
-    """
-    try:
-        # Imported by name: the docker package is optional and ships no type hints.
-        docker = importlib.import_module("docker")
-    except ImportError:
-        return False
-    # When the engine is absent the client leaves its failed socket unclosed; that
-    # ResourceWarning is the client's, so it is dropped here rather than surfacing later.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        answered = _ping(docker, timeout)
-        gc.collect()
-    return answered
-
-
-def _ping(docker: Any, timeout: float) -> bool:
-    try:
-        client = docker.from_env(timeout=timeout)
-    except Exception:  # the client asks the engine for its API version right away
-        return False
-    try:
-        return bool(client.ping())
-    except Exception:
-        return False
-    finally:
-        client.close()
 
 
 class _Server(Protocol):
@@ -209,7 +155,7 @@ class LoadBackends:
         self._schemas: ScratchSchemas | None = None
         self.postgres_version: str | None = None
         if self.kind == "container":
-            self.postgres_version = _CONTAINER_VERSION
+            self.postgres_version = CONTAINER_VERSION
         elif self.kind == "url":
             assert self._url is not None
             self._url_shown = _redacted(self._url)
@@ -219,7 +165,7 @@ class LoadBackends:
                 durable=True, settings={**_LOCAL_SETTINGS, **self._settings}
             )
             self.postgres_version = _binary_version(self._template)
-        self._containers: list[_ContainerServer] = []
+        self._containers: list[ContainerServer] = []
         self._made_cgroups: list[Cgroup] = []
 
     def describe(self) -> str:
@@ -322,7 +268,7 @@ class LoadBackends:
             cluster = await asyncio.to_thread(self._template.new_cluster, cgroup_procs=procs)
         except BaseException as exc:
             if cgroup is not None:
-                _noting_failure(exc, cgroup.remove)
+                noting_failure(exc, cgroup.remove)
             raise
         server = _LocalServer(cluster, cgroup)
         target = await _migrated(server, cluster.conninfo("postgres"))
@@ -330,7 +276,14 @@ class LoadBackends:
         return CaseDatabase(target, self._backend(limits), server)
 
     async def _open_container(self, label: str) -> CaseDatabase:
-        server = await asyncio.to_thread(_ContainerServer.start, self._settings, label)
+        server = await asyncio.to_thread(
+            ContainerServer.start,
+            {**_LOCAL_SETTINGS, **self._settings},
+            label,
+            cpus=POSTGRES_CPUS,
+            memory_bytes=POSTGRES_MEMORY_BYTES,
+            kept_prefix=_KEPT_PREFIX,
+        )
         self._containers.append(server)
         target = await _migrated(server, server.conninfo)
         limits = {"cpus": POSTGRES_CPUS, "memory_bytes": POSTGRES_MEMORY_BYTES, "via": "docker"}
@@ -387,94 +340,6 @@ class _LocalServer:
         return str(shutil.move(self.cluster.data_dir, kept))
 
 
-class _ContainerServer:
-    """A PostgreSQL container limited by Docker (testcontainers is imported only here)."""
-
-    data_dir: Path | None = None
-    cgroup: Cgroup | None = None
-
-    def __init__(self, container: Any, conninfo: str, memory: CgroupMemory | None) -> None:
-        self.container = container
-        self.conninfo = conninfo
-        self._memory = memory
-        self._stopped = False
-
-    @classmethod
-    def start(cls, settings: Mapping[str, str], label: str) -> _ContainerServer:
-        from testcontainers.postgres import PostgresContainer
-
-        password = secrets.token_urlsafe(18)
-        command = ["postgres"]
-        for key, value in {**_LOCAL_SETTINGS, **settings}.items():
-            command += ["-c", f"{key}={value}"]
-        container = PostgresContainer(
-            _CONTAINER_IMAGE,
-            username="postgres",
-            password=password,
-            dbname="postgres",
-            driver=None,
-            command=command,
-            nano_cpus=round(POSTGRES_CPUS * 1e9),
-            mem_limit=POSTGRES_MEMORY_BYTES,
-        )
-        try:
-            container.start()
-            host = container.get_container_host_ip()
-            port = int(container.get_exposed_port(_CONTAINER_PORT))
-            memory = _container_memory(container.get_wrapped_container())
-        except BaseException as exc:
-            _noting_failure(exc, container.stop)
-            if isinstance(exc, Exception):
-                raise BackendError(
-                    "could not start the PostgreSQL container",
-                    image=_CONTAINER_IMAGE,
-                    label=label,
-                    error=type(exc).__name__,
-                ) from exc
-            raise
-        conninfo = make_conninfo(
-            host=host, port=port, dbname="postgres", user="postgres", password=password
-        )
-        return cls(container, conninfo, memory)
-
-    def postmaster_pid(self) -> int | None:
-        return None
-
-    def memory_peak_bytes(self) -> int | None:
-        if self._memory is not None:
-            return self._memory.peak_bytes()
-        try:
-            stats = self.container.get_wrapped_container().stats(stream=False)
-        except Exception:  # an engine that cannot say is "not measured"
-            return None
-        peak = stats.get("memory_stats", {}).get("max_usage")  # absent under cgroup v2
-        return peak if isinstance(peak, int) else None
-
-    def oom_kills(self) -> int | None:
-        return self._memory.oom_kills() if self._memory is not None else None
-
-    async def close(self, keep: bool) -> str | None:
-        return await asyncio.to_thread(self._close, keep)
-
-    def _close(self, keep: bool) -> str | None:
-        kept = None
-        try:
-            if keep:
-                fd, name = tempfile.mkstemp(prefix=_KEPT_PREFIX, suffix=".log")
-                with os.fdopen(fd, "wb") as log:
-                    log.write(self.container.get_wrapped_container().logs())
-                kept = name
-        finally:
-            self.stop()
-        return kept
-
-    def stop(self) -> None:
-        """Remove the container (and its data); stopping again does nothing."""
-        if not self._stopped:
-            self._stopped = True
-            self.container.stop()
-
-
 class _SchemaServer:
     """A schema of ours on a server we were only given a URL for."""
 
@@ -517,28 +382,6 @@ async def _migrated(server: _Server, conninfo: str) -> ScratchTarget:
         except Exception as failure:
             exc.add_note(f"closing the server also failed: {failure}")
         raise
-
-
-def _container_memory(wrapped: Any) -> CgroupMemory | None:
-    """The container's memory cgroup, when the engine runs on this host.
-
-    A remote engine's pid names some unrelated process here, so only a
-    cgroup whose path names the container is trusted.
-    """
-    wrapped.reload()
-    pid = wrapped.attrs.get("State", {}).get("Pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return None
-    memory = memory_of_process(pid)
-    return memory if memory is not None and wrapped.id in str(memory.directory) else None
-
-
-def _noting_failure(exc: BaseException, cleanup: Callable[[], object]) -> None:
-    """Run ``cleanup`` after ``exc``; its own failure is noted on ``exc``, not raised."""
-    try:
-        cleanup()
-    except Exception as failure:
-        exc.add_note(f"cleanup also failed: {failure!r}")
 
 
 def _collect(failures: list[Exception], step: Callable[[], object]) -> None:

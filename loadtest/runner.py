@@ -215,7 +215,8 @@ async def _measure(
     progress: Progress,
 ) -> None:
     config = database.target.config
-    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=8)
+    # Opened before the burst, so admission does not wait for new connections.
+    pool = await open_pool(config, ROLE_CLI, min_size=8, max_size=8)
     client = ClientStore(config, pool)
     sampler = Sampler(client, database.memory_peak_mib, database.oom_kills)
     procs: list[subprocess.Popen[bytes]] = []

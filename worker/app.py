@@ -116,7 +116,7 @@ class Worker:
         slots = await open_pool(
             self.config,
             ROLE_SLOT,
-            min_size=min(s.pool_min_size, s.slot_pool_size),
+            min_size=s.slot_pool_min_size,
             max_size=s.slot_pool_size,
         )
         self._pools.append(slots)

@@ -41,7 +41,9 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("STINT_SCHEMA", "db_schema"),
         description="schema holding Stint's tables",
     )
-    pool_min_size: int = Field(1, ge=1, le=100, description="slot pool connections kept open")
+    pool_min_size: int = Field(
+        0, ge=0, le=500, description="slot pool connections kept open; 0 means all of them"
+    )
     pool_max_size: int = Field(
         0, ge=0, le=500, description="slot pool connections at most; 0 means one per slot"
     )
@@ -91,6 +93,11 @@ class Settings(BaseSettings):
     @property
     def slot_pool_size(self) -> int:
         return self.pool_max_size or self.slots
+
+    @property
+    def slot_pool_min_size(self) -> int:
+        """Opened at start, so the first turns do not wait for connections."""
+        return min(self.pool_min_size or self.slot_pool_size, self.slot_pool_size)
 
     def store_config(self, conninfo: str) -> StoreConfig:
         """The store's view of these settings, for a resolved connection string."""

@@ -120,21 +120,21 @@ def _configurations(profile: dict[str, Any]) -> list[dict[str, Any]]:
     return found
 
 
+_EFFICIENCY_SLACK = 0.1
+
+
 def _preferred(configurations: list[dict[str, Any]]) -> dict[str, Any]:
-    """Passed all checks first, then best efficiency, ties to more slots per worker."""
+    """The most slots per worker among the configurations that passed their checks and
+    whose efficiency is within 0.1 of the best: fewer processes cost less memory and
+    fewer connections, and the sizing already divides by the measured efficiency."""
     if not configurations:
         raise ValueError("the report measured no configuration; pass slots per worker explicitly")
-
-    def rank(c: dict[str, Any]) -> tuple[bool, bool, float, int]:
-        efficiency = c.get("efficiency")
-        return (
-            bool(c.get("all_checks_passed")),
-            efficiency is not None,
-            float(efficiency or 0.0),
-            int(c["slots_per_worker"]),
-        )
-
-    return max(configurations, key=rank)
+    passed = [c for c in configurations if c.get("all_checks_passed")] or configurations
+    measured = [c for c in passed if c.get("efficiency") is not None]
+    if measured:
+        best = max(float(c["efficiency"]) for c in measured)
+        passed = [c for c in measured if float(c["efficiency"]) >= best - _EFFICIENCY_SLACK]
+    return max(passed, key=lambda c: int(c["slots_per_worker"]))
 
 
 def _ceil(value: float) -> int:
@@ -156,7 +156,10 @@ def size(
     if slots_per_worker is None:
         measured = _preferred(configurations)
         spw = int(measured["slots_per_worker"])
-        notes.append(f"{spw} slots per worker is the measured configuration chosen by efficiency")
+        notes.append(
+            f"{spw} slots per worker: the most slots per worker measured whose efficiency is "
+            f"within {_EFFICIENCY_SLACK} of the best (--slots-per-worker overrides)"
+        )
     else:
         spw = slots_per_worker
         measured = next((c for c in configurations if c.get("slots_per_worker") == spw), {})

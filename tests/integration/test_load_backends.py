@@ -24,9 +24,9 @@ from loadtest.backends import (
     URL_ENV,
     BackendError,
     LoadBackends,
-    docker_engine_answers,
 )
 from loadtest.cgroups import Cgroup, CgroupError, cgroup_support, memory_of_process
+from loadtest.container import docker_engine_answers
 from store.errors import PostgresBinariesNotFound
 from store.pgbin import find_bindir
 from store.throwaway import ThrowawayCluster, ThrowawayTemplate

@@ -78,9 +78,11 @@ def test_headroom_defaults_to_thirty_percent() -> None:
     assert s.workers == 13
 
 
-def test_default_slots_per_worker_is_best_efficiency_ties_to_more_slots() -> None:
-    best = _profile(_config(2, efficiency=0.9), _config(4, efficiency=0.7))
-    assert size(best, rate=1, turn_seconds=1).slots_per_worker == 2
+def test_default_is_the_most_slots_per_worker_within_a_tenth_of_the_best_efficiency() -> None:
+    close = _profile(_config(1, efficiency=0.99), _config(4, efficiency=0.93))
+    assert size(close, rate=1, turn_seconds=1).slots_per_worker == 4
+    far = _profile(_config(2, efficiency=0.9), _config(4, efficiency=0.7))
+    assert size(far, rate=1, turn_seconds=1).slots_per_worker == 2
     tie = _profile(_config(2, efficiency=0.8), _config(8, efficiency=0.8), _config(4))
     assert size(tie, rate=1, turn_seconds=1).slots_per_worker == 8
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loadtest.errors import CgroupError
+
 __all__ = [
     "Cgroup",
     "CgroupError",
@@ -44,19 +46,6 @@ _REMOVE_TIMEOUT_S = 10.0
 _POLL_S = 0.02
 # mkdir failing with these means "this machine does not let us", not a bug.
 _NOT_PERMITTED = {errno.EACCES, errno.EPERM, errno.EROFS}
-
-
-class CgroupError(Exception):
-    """A cgroup could not be set up, joined or removed."""
-
-    def __init__(self, message: str, **context: object) -> None:
-        self.message = message
-        self.context = context
-        super().__init__(message)
-
-    def __str__(self) -> str:
-        details = ", ".join(f"{key}={value}" for key, value in sorted(self.context.items()))
-        return f"{self.message} ({details})" if details else self.message
 
 
 class _Unavailable(Exception):

@@ -1,19 +1,18 @@
-"""The load backends' error, and how a cleanup's own failure is recorded.
+"""The load test's errors, and how a cleanup's own failure is recorded.
 
-Both :mod:`loadtest.backends` and :mod:`loadtest.container` raise and clean up
-the same way; they live here so that the container module need not import
-the backends module, which imports it.
+The backends, the container module and the cgroups module raise and clean up
+the same way; this lives apart so that none of them imports another for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["BackendError", "noting_failure"]
+__all__ = ["BackendError", "CgroupError", "LoadError", "noting_failure"]
 
 
-class BackendError(Exception):
-    """A load case's PostgreSQL could not be provided; never carries a password."""
+class LoadError(Exception):
+    """A load-test resource could not be provided; the message carries context."""
 
     def __init__(self, message: str, **context: object) -> None:
         self.message = message
@@ -23,6 +22,14 @@ class BackendError(Exception):
     def __str__(self) -> str:
         details = ", ".join(f"{key}={value}" for key, value in sorted(self.context.items()))
         return f"{self.message} ({details})" if details else self.message
+
+
+class BackendError(LoadError):
+    """A load case's PostgreSQL could not be provided; never carries a password."""
+
+
+class CgroupError(LoadError):
+    """A cgroup could not be set up, joined or removed."""
 
 
 def noting_failure(exc: BaseException, cleanup: Callable[[], object]) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import resource
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from store.client import ClientStore
 from store.config import ROLE_CLI
 from store.pool import open_pool
 from worker.checks import Check, run_checks
-from worker.processes import spawn_worker
+from worker.processes import spawn_worker, stop_workers
 
 __all__ = ["WORKER_SETTINGS", "run_case"]
 
@@ -105,16 +104,9 @@ def _burst_deadline(spec: CaseSpec) -> float:
 
 
 def _stop_and_time_drain(procs: list[subprocess.Popen[bytes]]) -> tuple[float, list[int]]:
+    """SIGTERM every worker; seconds until the last one exited, and the exit codes."""
     started = time.monotonic()
-    for proc in procs:
-        proc.send_signal(signal.SIGTERM)
-    codes = []
-    for proc in procs:
-        try:
-            codes.append(proc.wait(timeout=_EXIT_TIMEOUT_S))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            codes.append(proc.wait())
+    codes = stop_workers(procs, timeout=_EXIT_TIMEOUT_S)
     return time.monotonic() - started, codes
 
 

@@ -9,7 +9,8 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from store.config import StoreConfig
-from store.errors import IdempotencyConflict, QueueFull, UnknownSession
+from store.controls import stop_active_turn
+from store.errors import IdempotencyConflict, QueueFull, SessionBusy, UnknownSession
 from store.models import (
     EnqueueResult,
     Event,
@@ -22,7 +23,12 @@ from store.pool import Pool
 from store.queries import query
 from store.translate import translated
 
-__all__ = ["ClientStore"]
+__all__ = ["BUSY_STRATEGIES", "ClientStore"]
+
+BUSY_STRATEGIES = ("enqueue", "reject", "interrupt")
+
+# A worker whose heartbeat is older than this is not counted as live by status.
+_LIVE_SECONDS = 90.0
 
 
 class ClientStore:
@@ -41,12 +47,19 @@ class ClientStore:
         tenant: str | None = None,
         pin: str | None = None,
         queue_limit: int,
+        timeout_seconds: float | None = None,
+        busy: str = "enqueue",
     ) -> EnqueueResult:
         """Queue one turn in one transaction; on any refusal nothing is written.
 
         The session row is locked first, so concurrent producers of one session
-        are serialised and an idempotency key can never yield two turns.
+        are serialised and an idempotency key can never yield two turns. ``busy``
+        says what to do when the session already has a turn in progress:
+        ``enqueue`` behind it, ``reject`` the input, or ``interrupt`` the running
+        turn and run the new one after it.
         """
+        if busy not in BUSY_STRATEGIES:
+            raise ValueError(f"busy must be one of {BUSY_STRATEGIES}, not {busy!r}")
         payload = Jsonb(turn_input)
         with translated("turns_enqueue"):
             async with self._pool.connection() as conn, conn.transaction():
@@ -57,7 +70,7 @@ class ClientStore:
                     created_row = await cur.fetchone()
                     assert created_row is not None
                     sid: UUID = created_row[0]
-                    queued, last_seq = 0, 0
+                    queued, last_seq, owner, lease_live = 0, 0, None, False
                 else:
                     sid = session_id
                     cur = await conn.execute(
@@ -66,7 +79,7 @@ class ClientStore:
                     locked = await cur.fetchone()
                     if locked is None:
                         raise UnknownSession(session=sid)
-                    queued, last_seq = locked
+                    queued, last_seq, owner, lease_live = locked
                     cur = await conn.execute(
                         query("turns_find_by_key"),
                         {"session_id": sid, "idempotency_key": idempotency_key, "input": payload},
@@ -79,6 +92,11 @@ class ClientStore:
                         return EnqueueResult(sid, turn_id, seq, created=False)
                 if queued >= queue_limit:
                     raise QueueFull(f"queue full ({queued} queued, limit {queue_limit})")
+                if queued and busy == "reject":
+                    raise SessionBusy(
+                        f"session busy ({queued} turn(s) in progress or queued); "
+                        "nothing was written"
+                    )
                 cur = await conn.execute(
                     query("turns_insert"),
                     {
@@ -86,11 +104,23 @@ class ClientStore:
                         "seq": last_seq + 1,
                         "idempotency_key": idempotency_key,
                         "input": payload,
+                        "timeout_seconds": timeout_seconds,
                         "work_channel": self._config.work_channel,
                     },
                 )
                 inserted = await cur.fetchone()
                 assert inserted is not None
+                if queued and busy == "interrupt":
+                    await stop_active_turn(
+                        conn,
+                        self._config,
+                        session_id=sid,
+                        action="interrupt",
+                        reason="new input",
+                        turn_id=None,
+                        lease_owner=owner,
+                        lease_live=bool(lease_live),
+                    )
                 return EnqueueResult(sid, inserted[0], inserted[1], created=True)
 
     async def sessions_create(self, *, tenant: str | None = None, pin: str | None = None) -> UUID:
@@ -121,12 +151,17 @@ class ClientStore:
                 sessions = {status: count for status, count in await cur.fetchall()}
                 cur = await conn.execute(query("sessions_queue_summary"))
                 summary = await cur.fetchone()
-        assert summary is not None
+                cur = await conn.execute(
+                    query("sessions_ready_unaccepted"), {"live_seconds": _LIVE_SECONDS}
+                )
+                unaccepted = await cur.fetchone()
+        assert summary is not None and unaccepted is not None
         return StatusSummary(
             workers=workers,
             sessions=sessions,
             queued_turns=int(summary[0]),
             oldest_ready_age=summary[1],
+            ready_unaccepted=int(unaccepted[0]),
         )
 
     async def turns_progress(self) -> TurnProgress:

@@ -54,6 +54,11 @@ class StoreConfig:
         return f"{self.schema}_work"
 
     @property
+    def control_channel(self) -> str:
+        """NOTIFY channel that carries cancel/interrupt requests to lease holders."""
+        return f"{self.schema}_control"
+
+    @property
     def events_channel(self) -> str:
         """NOTIFY channel that wakes followers of this schema's event logs."""
         return f"{self.schema}_events"

@@ -21,9 +21,11 @@ __all__ = [
     "LockTimeout",
     "MigrationChecksumMismatch",
     "MigrationError",
+    "NoOpenQuestion",
     "PostgresBinariesNotFound",
     "QueryTimeout",
     "QueueFull",
+    "SessionBusy",
     "StoreError",
     "UnknownSession",
 ]
@@ -90,6 +92,14 @@ class IdempotencyConflict(InvalidInput):
 
 class QueueFull(StoreError):
     """The session's turn queue is full; nothing was written."""
+
+
+class SessionBusy(StoreError):
+    """The session already has a turn in progress and the input asked to be refused."""
+
+
+class NoOpenQuestion(InvalidInput):
+    """The session has no parked turn waiting for an answer with this step key."""
 
 
 class EmbeddedPostgresError(StoreError):

@@ -7,7 +7,7 @@ surfaces as ``ConnectionFailed``; the caller reconnects and then catches up.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 
 from psycopg import AsyncConnection, sql
@@ -23,20 +23,23 @@ __all__ = ["Listener"]
 
 
 class Listener:
-    """``async with Listener(...) as listener: async for payload in listener.payloads()``."""
+    """``async with Listener(...) as l: async for channel, payload in l.notifications()``."""
 
-    def __init__(self, config: StoreConfig, *, channel: str, role: str) -> None:
+    def __init__(self, config: StoreConfig, *, channels: Sequence[str], role: str) -> None:
         self._config = config
-        self._channel = channel
+        self._channels = list(channels)
         self._role = role
         self._conn: AsyncConnection[TupleRow] | None = None
 
     async def __aenter__(self) -> Listener:
         self._conn = await connect(self._config, self._role)
-        statement = sql.SQL(query("listen_channel")).format(channel=sql.Identifier(self._channel))
         with translated("listen"):
             try:
-                await self._conn.execute(statement)
+                for channel in self._channels:
+                    statement = sql.SQL(query("listen_channel")).format(
+                        channel=sql.Identifier(channel)
+                    )
+                    await self._conn.execute(statement)
             except BaseException:
                 await self._conn.close()
                 raise
@@ -52,14 +55,16 @@ class Listener:
             await self._conn.close()
             self._conn = None
 
-    async def payloads(self, *, listen_seconds: float | None = None) -> AsyncIterator[str]:
-        """Yield each notification's payload. Without ``listen_seconds`` this runs until
+    async def notifications(
+        self, *, listen_seconds: float | None = None
+    ) -> AsyncIterator[tuple[str, str]]:
+        """Yield each notification's (channel, payload). Without ``listen_seconds`` this runs until
         the connection is lost (``ConnectionFailed``); with one, it simply ends
         after that many seconds."""
         if self._conn is None:
-            raise ConnectionFailed("listener is not connected", channel=self._channel)
+            raise ConnectionFailed("listener is not connected", channels=self._channels)
         with translated("listen"):
             async for notify in self._conn.notifies(timeout=listen_seconds):
-                yield notify.payload
+                yield notify.channel, notify.payload
         if listen_seconds is None:
-            raise ConnectionFailed("listener connection ended", channel=self._channel)
+            raise ConnectionFailed("listener connection ended", channels=self._channels)

@@ -9,6 +9,7 @@ from uuid import UUID
 
 __all__ = [
     "Claim",
+    "ControlRequest",
     "EnqueueResult",
     "Event",
     "FinishResult",
@@ -38,6 +39,16 @@ class TurnStart:
     seq: int
     input: dict[str, Any]
     attempts: int
+    timeout_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    """An operator's request to stop a running turn: ``cancel`` or ``interrupt``."""
+
+    action: str
+    turn_id: UUID
+    reason: str | None
 
 
 @dataclass(frozen=True)
@@ -108,12 +119,14 @@ class WorkerRow:
 
 @dataclass(frozen=True)
 class StatusSummary:
-    """Workers, sessions by status, queued turns, and the oldest ready session's age."""
+    """Workers, sessions by status, queued turns, the oldest ready session's age, and
+    ready sessions no live worker accepts (pinned to a version nobody runs)."""
 
     workers: list[WorkerRow]
     sessions: dict[str, int]
     queued_turns: int
     oldest_ready_age: float | None
+    ready_unaccepted: int
 
 
 @dataclass(frozen=True)

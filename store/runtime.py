@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 
 from store.config import StoreConfig
 from store.errors import LeaseLost
-from store.models import Claim, FinishResult, StepRecord, TurnStart
+from store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart
 from store.pool import Pool
 from store.queries import query
 from store.translate import translated
@@ -75,8 +75,9 @@ class RuntimeStore:
 
     async def leases_renew(
         self, *, owner: str, claims: Sequence[Claim], lease_seconds: float
-    ) -> set[UUID]:
-        """Renew all leases in one statement; returns the sessions still ours."""
+    ) -> dict[UUID, ControlRequest | None]:
+        """Renew all leases in one statement; returns the sessions still ours, each
+        with the control request waiting for it, if any."""
         params = {
             "owner": owner,
             "session_ids": [c.session_id for c in claims],
@@ -86,7 +87,11 @@ class RuntimeStore:
         with translated("leases_renew"):
             async with self._lease.connection() as conn:
                 cur = await conn.execute(query("leases_renew"), params)
-                return {row[0] for row in await cur.fetchall()}
+                rows = await cur.fetchall()
+        return {
+            sid: ControlRequest(action, turn_id, reason) if action else None
+            for sid, action, turn_id, reason in rows
+        }
 
     async def turns_begin(self, claim: Claim) -> TurnStart | None:
         """Start the session's next turn; None when its queue is empty."""
@@ -97,10 +102,10 @@ class RuntimeStore:
                 row = await cur.fetchone()
         if row is None or not row[0]:
             raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="turns_begin")
-        _, turn_id, seq, turn_input, attempts = row
+        _, turn_id, seq, turn_input, attempts, timeout_seconds = row
         if turn_id is None:
             return None
-        return TurnStart(turn_id=turn_id, seq=seq, input=turn_input, attempts=attempts)
+        return TurnStart(turn_id, seq, turn_input, attempts, timeout_seconds)
 
     async def steps_for_turn(self, claim: Claim, turn_id: UUID) -> dict[str, StepRecord]:
         """Every step recorded for a turn (read on retries, to replay)."""
@@ -169,6 +174,7 @@ class RuntimeStore:
         error: str | None,
         events: Sequence[EventSpec],
         release: bool,
+        reason: str | None = None,
     ) -> FinishResult:
         """Finish a turn; the session stays leased only when more turns are queued
         and ``release`` is false."""
@@ -181,8 +187,28 @@ class RuntimeStore:
             output=None if output is None else Jsonb(output),
             error=error,
             release=release,
+            reason=reason,
         )
         return FinishResult(queued_turns=row[0], still_held=row[1])
+
+    async def turns_park(
+        self, claim: Claim, *, turn_id: UUID, step_key: str, digest: str, question: Any
+    ) -> None:
+        """Park the turn on a question: the lease is released, the slot is free."""
+        params = {
+            **self._fence(claim),
+            "turn_id": turn_id,
+            "step_key": step_key,
+            "digest": digest,
+            "question": Jsonb(question),
+            "events_channel": self._config.events_channel,
+        }
+        with translated("turns_park"):
+            async with self._slots.connection() as conn:
+                cur = await conn.execute(query("turns_park"), params)
+                row = await cur.fetchone()
+        if row is None:
+            raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="turns_park")
 
     async def sessions_release(
         self, claim: Claim, *, turn_id: UUID | None = None, reason: str = "released"

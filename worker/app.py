@@ -27,7 +27,7 @@ from store.pool import Pool, open_pool
 from store.runtime import RuntimeStore
 from worker.backoff import Backoff
 from worker.harness import Harness
-from worker.runner import Held, SessionRunner
+from worker.runner import Held, Limits, SessionRunner
 from worker.settings import Settings
 from worker.telemetry import SPAN_CLAIM, span
 
@@ -52,6 +52,7 @@ class Worker:
         self.held: dict[UUID, Held] = {}
         self._harness = harness
         self._wake = asyncio.Event()
+        self._renew_now = asyncio.Event()
         self._stop = asyncio.Event()
         self._skip_drain = asyncio.Event()
         self._pools: list[Pool] = []
@@ -157,6 +158,11 @@ class Worker:
         runner = SessionRunner(
             store=self.store,
             harness=self._harness,
+            limits=Limits(
+                turn_timeout=s.turn_timeout,
+                max_turns_per_claim=s.max_turns_per_claim,
+                max_claim_seconds=s.max_claim_seconds,
+            ),
             may_write=self.may_write,
             stopping=self._stop.is_set,
         )
@@ -202,7 +208,10 @@ class Worker:
         loop = asyncio.get_running_loop()
         interval = s.lease_seconds / 3
         while True:
-            await asyncio.sleep(interval)
+            # A control NOTIFY renews at once: the renewal also reads the request.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._renew_now.wait(), timeout=interval)
+            self._renew_now.clear()
             snapshot = list(self.held.values())
             sent_at = loop.time()
             try:
@@ -232,13 +241,16 @@ class Worker:
         backoff = Backoff()
         while True:
             try:
-                async with Listener(
-                    self.config, channel=self.config.work_channel, role=ROLE_LISTEN
-                ) as listener:
+                channels = [self.config.work_channel, self.config.control_channel]
+                async with Listener(self.config, channels=channels, role=ROLE_LISTEN) as listener:
                     backoff.reset()
                     self._wake.set()  # catch up on anything missed while disconnected
-                    async for _ in listener.payloads():
-                        self._wake.set()
+                    self._renew_now.set()
+                    async for channel, payload in listener.notifications():
+                        if channel == self.config.work_channel:
+                            self._wake.set()
+                        elif any(str(sid) == payload for sid in self.held):
+                            self._renew_now.set()
             except StoreError as exc:
                 log.warning("listener lost its connection: %s", exc)
                 await asyncio.sleep(backoff.next_delay())

@@ -1,4 +1,5 @@
-"""``stint``: the operator CLI (migrate, enqueue, tail, status, demo, check, embedded, size)."""
+"""``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, status,
+check, size, demo, embedded)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 
 import uvloop
 
-from store.client import ClientStore
+from store.client import BUSY_STRATEGIES, ClientStore
 from store.config import ROLE_CLI, StoreConfig
-from store.errors import InvalidInput, QueueFull, StoreError
+from store.controls import ControlStore
+from store.errors import InvalidInput, QueueFull, SessionBusy, StoreError
 from store.migrate import migrate
 from store.pool import open_pool
 from worker.checks import run_checks
@@ -36,13 +38,17 @@ class UsageError(Exception):
     """Bad command-line input; exit 2 with one line, nothing written."""
 
 
-def _parse_input(text: str, limit: int) -> dict[str, Any]:
+def _parse_json(text: str, limit: int) -> Any:
     if len(text.encode()) > limit:
         raise UsageError(f"input is {len(text.encode())} bytes, larger than the limit {limit}")
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"input is not valid JSON: {exc}") from None
+
+
+def _parse_input(text: str, limit: int) -> dict[str, Any]:
+    value = _parse_json(text, limit)
     if not isinstance(value, dict):
         raise UsageError(f"input must be a JSON object, not {type(value).__name__}")
     return value
@@ -86,6 +92,8 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             tenant=args.tenant,
             pin=args.pin,
             queue_limit=settings.session_queue_limit,
+            timeout_seconds=args.timeout,
+            busy=args.busy,
         )
         line = {
             "session_id": str(result.session_id),
@@ -113,6 +121,45 @@ async def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
         return 0
 
     return await _with_client(config, tail)
+
+
+async def _with_controls(
+    settings: Settings, action: Callable[[ControlStore], Awaitable[int]]
+) -> int:
+    config = resolve_store_config(settings)
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        return await action(ControlStore(config, pool))
+    finally:
+        await pool.close()
+
+
+async def cmd_control(settings: Settings, args: argparse.Namespace) -> int:
+    session_id = _parse_session(args.session)
+    turn_id = _parse_session(args.turn) if getattr(args, "turn", None) else None
+
+    async def control(controls: ControlStore) -> int:
+        result = await controls.control(
+            session_id=session_id, action=args.command, reason=args.reason, turn_id=turn_id
+        )
+        print(json.dumps(result.as_json()))
+        return 0
+
+    return await _with_controls(settings, control)
+
+
+async def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
+    session_id = _parse_session(args.session)
+    answer = _parse_json(args.answer_json, settings.max_input_bytes)
+
+    async def record(controls: ControlStore) -> int:
+        turn_id = await controls.answer(
+            session_id=session_id, step_key=args.step_key, answer=answer
+        )
+        print(json.dumps({"session_id": str(session_id), "turn_id": str(turn_id), "resumed": True}))
+        return 0
+
+    return await _with_controls(settings, record)
 
 
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
@@ -224,7 +271,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--pin", metavar="P", help="new session only: workers need --pin P to run it")
     p.add_argument("--tenant", metavar="T", help="new session only: tenant label")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="interrupt this turn after S seconds (default STINT_TURN_TIMEOUT)",
+    )
+    p.add_argument(
+        "--busy",
+        choices=BUSY_STRATEGIES,
+        default="enqueue",
+        help="if a turn is in progress: queue behind it (default), reject this input "
+        "(exit 3), or interrupt the running turn and run this one next",
+    )
     p.set_defaults(run=cmd_enqueue)
+
+    for name, what in (
+        ("cancel", "cancel the session's queued turns (or --turn) and its running turn"),
+        ("interrupt", "interrupt the session's running turn; queued turns go on"),
+    ):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("session", metavar="SESSION", help="the session's id")
+        if name == "cancel":
+            p.add_argument("--turn", metavar="ID", help="only this turn")
+        p.add_argument("--reason", default="operator", help="recorded with the turn (operator)")
+        p.set_defaults(run=cmd_control)
+
+    p = sub.add_parser("answer", help="answer a parked turn's question; the turn resumes")
+    p.add_argument("session", metavar="SESSION", help="the session's id")
+    p.add_argument("step_key", metavar="STEP_KEY", help="from the approval.requested event")
+    p.add_argument("answer_json", metavar="ANSWER_JSON", help="the answer, any JSON value")
+    p.set_defaults(run=cmd_answer)
 
     p = sub.add_parser("tail", help="print a session's events as JSON lines")
     p.add_argument("session", metavar="SESSION", help="the session's id")
@@ -297,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, InvalidInput) as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except QueueFull as exc:
+    except (QueueFull, SessionBusy) as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
         return EXIT_QUEUE_FULL
     except StoreError as exc:

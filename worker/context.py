@@ -21,12 +21,26 @@ from worker.tools import Reconciled, Tool, ToolCall, Verdict
 __all__ = [
     "LeaseExpired",
     "NondeterministicReplay",
+    "Parked",
     "TurnContext",
     "UnknownEffect",
     "request_digest",
 ]
 
 HARNESS_EVENT_KINDS = frozenset({"message"})
+
+
+class Parked(BaseException):
+    """The turn waits for an answer: the runner parks it and frees the slot.
+
+    A BaseException, so a harness's ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, step_key: str, question: Any, digest: str) -> None:
+        super().__init__(step_key)
+        self.step_key = step_key
+        self.question = question
+        self.digest = digest
 
 
 class LeaseExpired(Exception):
@@ -107,6 +121,23 @@ class TurnContext:
         return await self._step(
             key, "model", name, request, run=lambda: model(request), reconcile=not_done
         )
+
+    async def ask(self, key: str, question: Any) -> Any:
+        """The answer to ``question`` once a human gave it (``stint answer``).
+
+        Until then the turn parks: the session's lease and slot are released and
+        an ``approval.requested`` event carries ``key`` and the question. When the
+        answer arrives the turn replays from the start; committed steps return
+        their recorded results, and this call returns the answer.
+        """
+        digest = request_digest("answer", "ask", {"question": question})
+        recorded = self._steps.get(key)
+        if recorded is not None and recorded.status == "committed":
+            if recorded.kind != "answer":
+                raise NondeterministicReplay(f"step {key!r} is a {recorded.kind}, not a question")
+            return recorded.result
+        self._guard()
+        raise Parked(key, question, digest)
 
     def _guard(self) -> None:
         if not self._may_write():

@@ -56,11 +56,13 @@ async def follow_events(
     wanted = str(session_id)
     while True:
         try:
-            async with Listener(config, channel=config.events_channel, role=ROLE_CLI) as listener:
+            async with Listener(
+                config, channels=[config.events_channel], role=ROLE_CLI
+            ) as listener:
                 backoff.reset()
                 cursor = await _catch_up(client, session_id, cursor, emit)
                 while True:
-                    async for payload in listener.payloads(listen_seconds=_RECHECK_SECONDS):
+                    async for _, payload in listener.notifications(listen_seconds=_RECHECK_SECONDS):
                         if payload == wanted:
                             break
                     cursor = await _catch_up(client, session_id, cursor, emit)

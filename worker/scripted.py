@@ -35,7 +35,11 @@ def open_gate(workspace: Path, name: str) -> None:
 
 
 class ScriptedHarness:
-    """Input: ``{"min_wait_ms": 250, "gate": "name"?, "ask": "question"?}``."""
+    """Input: ``{"min_wait_ms": 250, "gate": "name"?, "ask": "question"?}``.
+
+    With ``ask`` the turn performs its effect, waits, then asks and parks until
+    ``stint answer``; the answer ends up in the turn's output.
+    """
 
     def __init__(self, *, workspace: Path) -> None:
         self._workspace = workspace
@@ -57,7 +61,11 @@ class ScriptedHarness:
         remaining = deadline - time.monotonic()
         if remaining > 0:
             await asyncio.sleep(remaining)
-        return {"effect": effect["key"], "waited_ms": wait_ms}
+        output: dict[str, Any] = {"effect": effect["key"], "waited_ms": wait_ms}
+        question = ctx.input.get("ask")
+        if question is not None:
+            output["answer"] = await ctx.ask(f"ask-{ctx.turn_id}", question)
+        return output
 
 
 def harness(*, workspace: Path) -> ScriptedHarness:

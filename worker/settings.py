@@ -67,6 +67,15 @@ class Settings(BaseSettings):
     )
     workspace: Path | None = Field(None, description="folder of native effect journals")
     session_queue_limit: int = Field(16, ge=1, le=100_000, description="queued turns per session")
+    turn_timeout: float = Field(
+        600.0, ge=0.1, le=86_400, description="seconds a turn may run before it is interrupted"
+    )
+    max_turns_per_claim: int = Field(
+        8, ge=1, le=100_000, description="turns a session runs before giving its slot up"
+    )
+    max_claim_seconds: float = Field(
+        60.0, ge=0.1, le=86_400, description="seconds a session keeps a slot while others wait"
+    )
     worker_id: str = Field("", description="worker identity; empty generates host-pid-random")
     log_level: str = Field(
         "INFO", pattern=r"(?i)^(debug|info|warning|error)$", description="log level"

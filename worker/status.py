@@ -23,6 +23,8 @@ def render_status(summary: StatusSummary, *, as_json: bool) -> str:
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.sessions.items())) or "none"
     lines.append(f"sessions: {counts}")
     lines.append(f"queued turns: {summary.queued_turns}")
+    if summary.ready_unaccepted:
+        lines.append(f"ready sessions no live worker accepts (pins): {summary.ready_unaccepted}")
     age = summary.oldest_ready_age
     lines.append("oldest ready session: " + ("none" if age is None else f"{age:.1f}s"))
     return "\n".join(lines)

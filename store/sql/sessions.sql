@@ -25,7 +25,8 @@ RETURNING s.id, s.lease_epoch
 
 -- name: leases_renew
 -- Extend every lease this worker still holds, in one statement; a session
--- missing from the result is no longer ours. Also the worker's heartbeat.
+-- missing from the result is no longer ours. Also the worker's heartbeat, and
+-- any cancel/interrupt request a missed NOTIFY did not deliver.
 WITH renewed AS (
     UPDATE sessions s
     SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
@@ -33,11 +34,11 @@ WITH renewed AS (
     WHERE s.id = held.id
       AND s.lease_owner = %(owner)s
       AND s.lease_epoch = held.epoch
-    RETURNING s.id
+    RETURNING s.id, s.control, s.control_turn_id, s.control_reason
 ), beat AS (
     UPDATE workers SET heartbeat_at = now() WHERE id = %(owner)s
 )
-SELECT id FROM renewed
+SELECT id, control, control_turn_id, control_reason FROM renewed
 
 -- name: sessions_release
 -- Give a session back. If %(turn_id)s is still running it returns to queued with
@@ -78,7 +79,7 @@ VALUES (%(tenant)s, %(pin)s)
 RETURNING id
 
 -- name: sessions_lock_for_enqueue
-SELECT queued_turns, last_turn_seq
+SELECT queued_turns, last_turn_seq, lease_owner, lease_expires_at > now()
 FROM sessions
 WHERE id = %(session_id)s
 FOR UPDATE
@@ -90,3 +91,16 @@ SELECT status, count(*) FROM sessions GROUP BY status ORDER BY status
 SELECT coalesce(sum(queued_turns), 0)::bigint,
        extract(epoch FROM now() - min(ready_at) FILTER (WHERE status = 'ready'))::float8
 FROM sessions
+
+-- name: sessions_ready_unaccepted
+-- Ready sessions that no live worker (heartbeat within %(live_seconds)s) accepts:
+-- their pin matches no running worker's pins. They wait; they are never dropped.
+SELECT count(*)
+FROM sessions s
+WHERE s.status = 'ready'
+  AND NOT EXISTS (
+      SELECT FROM workers w
+      WHERE w.state = 'running'
+        AND w.heartbeat_at > now() - make_interval(secs => %(live_seconds)s)
+        AND (s.pin IS NULL OR s.pin = ANY (w.pins))
+  )

@@ -6,8 +6,8 @@ WHERE session_id = %(session_id)s AND idempotency_key = %(idempotency_key)s
 -- name: turns_insert
 -- Runs after sessions_lock_for_enqueue in the same transaction.
 WITH added AS (
-    INSERT INTO turns (session_id, seq, idempotency_key, input)
-    VALUES (%(session_id)s, %(seq)s, %(idempotency_key)s, %(input)s)
+    INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds)
+    VALUES (%(session_id)s, %(seq)s, %(idempotency_key)s, %(input)s, %(timeout_seconds)s)
     RETURNING id, seq
 ), counted AS (
     UPDATE sessions
@@ -46,7 +46,7 @@ WITH fence AS (
         worker_id        = %(owner)s
     FROM next_turn, fence
     WHERE t.id = next_turn.id
-    RETURNING t.id, t.seq, t.input, t.attempts
+    RETURNING t.id, t.seq, t.input, t.attempts, t.timeout_seconds
 ), counted AS (
     UPDATE sessions
     SET last_event_seq = last_event_seq + 1, updated_at = now()
@@ -59,7 +59,8 @@ WITH fence AS (
     FROM counted, started
     RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
 )
-SELECT EXISTS (SELECT FROM fence) AS fenced, started.id, started.seq, started.input, started.attempts
+SELECT EXISTS (SELECT FROM fence) AS fenced, started.id, started.seq, started.input,
+       started.attempts, started.timeout_seconds
 FROM (SELECT) AS one
 LEFT JOIN started ON true
 
@@ -78,13 +79,52 @@ WITH fence AS (
         ready_at         = CASE WHEN s.queued_turns > 1 THEN now() END,
         lease_owner      = CASE WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.lease_owner END,
         lease_expires_at = CASE WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.lease_expires_at END,
+        control              = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL ELSE s.control END,
+        control_reason       = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL
+                                    ELSE s.control_reason END,
+        control_requested_at = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL
+                                    ELSE s.control_requested_at END,
+        control_turn_id      = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL
+                                    ELSE s.control_turn_id END,
         updated_at       = now()
     WHERE s.id = %(session_id)s AND s.lease_owner = %(owner)s AND s.lease_epoch = %(epoch)s
       AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
     RETURNING s.last_event_seq, s.queued_turns, s.lease_owner IS NOT NULL AS still_held
 ), finished AS (
     UPDATE turns
-    SET status = %(status)s, output = %(output)s, error = %(error)s, finished_at = now()
+    SET status = %(status)s, output = %(output)s, error = %(error)s, reason = %(reason)s,
+        finished_at = now()
     WHERE id = %(turn_id)s AND EXISTS (SELECT FROM fence)
 ), /*include:fenced_events*/
 SELECT queued_turns, still_held FROM fence
+
+-- name: turns_park
+-- Under the lease: the turn waits for an answer. Record the question as a
+-- started 'answer' step, park the turn and the session, release the lease
+-- (the slot is free at once) and announce approval.requested.
+WITH fence AS (
+    UPDATE sessions
+    SET last_event_seq   = last_event_seq + 1,
+        status           = 'parked',
+        ready_at         = NULL,
+        lease_owner      = NULL,
+        lease_expires_at = NULL,
+        updated_at       = now()
+    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+      AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
+    RETURNING last_event_seq
+), asked AS (
+    INSERT INTO steps (session_id, turn_id, step_key, kind, status, request_digest, lease_epoch)
+    SELECT %(session_id)s, %(turn_id)s, %(step_key)s, 'answer', 'started', %(digest)s, %(epoch)s
+    FROM fence
+    ON CONFLICT (session_id, turn_id, step_key) DO NOTHING
+), parked AS (
+    UPDATE turns SET status = 'parked' WHERE id = %(turn_id)s AND EXISTS (SELECT FROM fence)
+), announced AS (
+    INSERT INTO events (session_id, seq, turn_id, kind, payload)
+    SELECT %(session_id)s, fence.last_event_seq, %(turn_id)s, 'approval.requested',
+           jsonb_build_object('step_key', %(step_key)s::text, 'question', %(question)s::jsonb)
+    FROM fence
+    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
+)
+SELECT last_event_seq FROM fence

@@ -1,0 +1,130 @@
+-- name: controls_lock_session
+-- Serialise controls with enqueues and workers' writes; is a live lease held?
+SELECT status, lease_owner, lease_expires_at > now() AS lease_live
+FROM sessions
+WHERE id = %(session_id)s
+FOR UPDATE
+
+-- name: controls_cancel_queued
+-- Cancel queued turns (all of them, or %(turn_id)s) directly: each gets
+-- turn.cancelled, numbered right after the log under the session lock.
+WITH cancelled AS (
+    UPDATE turns
+    SET status = 'cancelled', finished_at = now(), reason = %(reason)s
+    WHERE session_id = %(session_id)s AND status = 'queued'
+      AND (%(turn_id)s::uuid IS NULL OR id = %(turn_id)s::uuid)
+    RETURNING id, seq
+), numbered AS (
+    SELECT id, row_number() OVER (ORDER BY seq) AS n, count(*) OVER () AS total
+    FROM cancelled
+), counted AS (
+    UPDATE sessions
+    SET last_event_seq = last_event_seq + (SELECT count(*) FROM cancelled),
+        queued_turns   = queued_turns - (SELECT count(*) FROM cancelled),
+        status         = CASE WHEN status = 'ready'
+                                   AND queued_turns = (SELECT count(*) FROM cancelled)
+                              THEN 'idle' ELSE status END,
+        ready_at       = CASE WHEN status = 'ready'
+                                   AND queued_turns = (SELECT count(*) FROM cancelled)
+                              THEN NULL ELSE ready_at END,
+        updated_at     = now()
+    WHERE id = %(session_id)s AND EXISTS (SELECT FROM cancelled)
+    RETURNING last_event_seq
+), announced AS (
+    INSERT INTO events (session_id, seq, turn_id, kind, payload)
+    SELECT %(session_id)s, counted.last_event_seq - numbered.total + numbered.n, numbered.id,
+           'turn.cancelled', jsonb_build_object('reason', %(reason)s::text, 'was', 'queued')
+    FROM counted, numbered
+    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
+)
+SELECT id FROM cancelled ORDER BY seq
+
+-- name: controls_active_turn
+SELECT id, status
+FROM turns
+WHERE session_id = %(session_id)s AND status IN ('running', 'parked')
+  AND (%(turn_id)s::uuid IS NULL OR id = %(turn_id)s::uuid)
+
+-- name: controls_request
+-- Ask the lease holder to stop the running turn; the NOTIFY reaches it at
+-- once, the flag reaches it at its next lease renewal if the NOTIFY is missed.
+WITH flagged AS (
+    UPDATE sessions
+    SET control = %(action)s, control_turn_id = %(turn_id)s, control_reason = %(reason)s,
+        control_requested_at = clock_timestamp(), updated_at = now()
+    WHERE id = %(session_id)s
+    RETURNING id
+)
+SELECT pg_notify(%(control_channel)s, %(session_id)s::text) IS NULL FROM flagged
+
+-- name: controls_end_turn
+-- End a parked turn, or a running one no live worker holds, in the database
+-- alone. Bumping the epoch fences the previous owner, should it wake up.
+WITH ended AS (
+    UPDATE turns
+    SET status = %(status)s, finished_at = now(), reason = %(reason)s
+    WHERE id = %(turn_id)s AND status IN ('running', 'parked')
+    RETURNING id
+), counted AS (
+    UPDATE sessions
+    SET last_event_seq       = last_event_seq + 1,
+        queued_turns         = queued_turns - 1,
+        status               = CASE WHEN queued_turns > 1 THEN 'ready' ELSE 'idle' END,
+        ready_at             = CASE WHEN queued_turns > 1 THEN now() END,
+        lease_epoch          = lease_epoch + CASE WHEN lease_owner IS NULL THEN 0 ELSE 1 END,
+        lease_owner          = NULL,
+        lease_expires_at     = NULL,
+        control              = NULL,
+        control_turn_id      = NULL,
+        control_reason       = NULL,
+        control_requested_at = NULL,
+        updated_at           = now()
+    WHERE id = %(session_id)s AND EXISTS (SELECT FROM ended)
+    RETURNING last_event_seq, status
+), announced AS (
+    INSERT INTO events (session_id, seq, turn_id, kind, payload)
+    SELECT %(session_id)s, counted.last_event_seq, ended.id, %(kind)s,
+           jsonb_build_object('reason', %(reason)s::text, 'by', 'database')
+    FROM counted, ended
+    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
+)
+SELECT ended.id, pg_notify(%(work_channel)s, '') IS NULL
+FROM ended, counted
+
+-- name: answers_record
+-- Record the answer to a parked turn's question as its committed 'answer'
+-- step, put the turn back in the queue and the session in ready: the turn
+-- replays and continues past the question. Concurrent answers: one wins.
+WITH open_question AS (
+    SELECT st.turn_id
+    FROM steps st
+    JOIN turns t ON t.id = st.turn_id
+    WHERE st.session_id = %(session_id)s AND st.step_key = %(step_key)s
+      AND st.kind = 'answer' AND st.status = 'started' AND t.status = 'parked'
+), answered AS (
+    UPDATE steps
+    SET status = 'committed', result = %(answer)s, finished_at = clock_timestamp()
+    FROM open_question
+    WHERE steps.session_id = %(session_id)s AND steps.turn_id = open_question.turn_id
+      AND steps.step_key = %(step_key)s AND steps.status = 'started'
+    RETURNING steps.turn_id
+), resumed AS (
+    UPDATE turns SET status = 'queued'
+    FROM answered
+    WHERE turns.id = answered.turn_id
+    RETURNING turns.id
+), counted AS (
+    UPDATE sessions
+    SET status = 'ready', ready_at = now(), last_event_seq = last_event_seq + 1,
+        updated_at = now()
+    WHERE id = %(session_id)s AND status = 'parked' AND EXISTS (SELECT FROM resumed)
+    RETURNING last_event_seq
+), announced AS (
+    INSERT INTO events (session_id, seq, turn_id, kind, payload)
+    SELECT %(session_id)s, counted.last_event_seq, resumed.id, 'approval.answered',
+           jsonb_build_object('step_key', %(step_key)s::text)
+    FROM counted, resumed
+    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
+)
+SELECT resumed.id, pg_notify(%(work_channel)s, '') IS NULL
+FROM resumed, counted

@@ -222,12 +222,17 @@ class Worker:
                 log.warning("lease renewal failed: %s", exc)
                 continue
             self._last_renewal = sent_at
+            log.debug("renewed %d of %d leases", len(kept), len(snapshot))
             for held in snapshot:
-                if (
-                    held.claim.session_id not in kept
-                    and self.held.get(held.claim.session_id) is held
-                ):
+                if self.held.get(held.claim.session_id) is not held:
+                    continue  # finished meanwhile
+                if held.claim.session_id not in kept:
                     self._lose(held)
+                    continue
+                control = kept[held.claim.session_id]
+                if control is not None and control != held.control:
+                    log.info("session %s: %s requested", held.claim.session_id, control.action)
+                    held.stop_turn(control)
 
     def _lose(self, held: Held) -> None:
         log.warning("session %s: lease lost, cancelling its slot", held.claim.session_id)
@@ -247,6 +252,7 @@ class Worker:
                     self._wake.set()  # catch up on anything missed while disconnected
                     self._renew_now.set()
                     async for channel, payload in listener.notifications():
+                        log.debug("notification on %s: %s", channel, payload)
                         if channel == self.config.work_channel:
                             self._wake.set()
                         elif any(str(sid) == payload for sid in self.held):

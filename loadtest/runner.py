@@ -262,7 +262,7 @@ async def _measure(
         timings = sorted(await client.turns_timings(), key=lambda t: t.enqueued_at)
         report.cold = phase_figures(spec, timings[: spec.sessions])
         report.warm = phase_figures(spec, timings[spec.sessions :])
-        invariants = await run_checks(pool, journals=workspace / "journals")
+        invariants = await run_checks(pool, journals=workspace / "journals", faults={})
         load = _load_checks(spec, report, max_concurrent_turns(timings), [p.pid for p in procs])
         report.checks = [asdict(c) for c in [*invariants.checks, *load]]
     finally:

@@ -36,6 +36,8 @@ class DatabaseEvidence:
     steps: list[StepRow]
     identity_mismatches: list[dict[str, str]]
     stale_leases: list[dict[str, object]]
+    zombie_writes: list[dict[str, object]]
+    attempts: dict[UUID, int]
 
 
 async def collect_evidence(pool: Pool) -> DatabaseEvidence:
@@ -64,6 +66,13 @@ async def collect_evidence(pool: Pool) -> DatabaseEvidence:
             mismatches = [
                 {"what": r[0], "session_id": r[1], "detail": r[2]} for r in await cur.fetchall()
             ]
+            cur = await conn.execute(query("checks_zombie_writes"))
+            zombies = [
+                {"session_id": str(r[0]), "seq": r[1], "epoch": r[2], "newer_epoch_before": r[3]}
+                for r in await cur.fetchall()
+            ]
+            cur = await conn.execute(query("checks_attempts"))
+            attempts = {sid: n for sid, n in await cur.fetchall()}
             cur = await conn.execute(query("checks_stale_leases"))
             stale = [
                 {"session_id": str(r[0]), "owner": r[1], "expired": r[2], "owner_stopped": r[3]}
@@ -79,4 +88,6 @@ async def collect_evidence(pool: Pool) -> DatabaseEvidence:
         steps=steps,
         identity_mismatches=mismatches,
         stale_leases=stale,
+        zombie_writes=zombies,
+        attempts=attempts,
     )

@@ -216,3 +216,18 @@ class ClientStore:
                 row = await cur.fetchone()
         assert row is not None
         return int(row[0])
+
+    async def table_footprint(self) -> dict[str, tuple[int, int]]:
+        """Rows (planner estimate after ANALYZE) and bytes of each table."""
+        with translated("table_footprint"):
+            async with self._pool.connection() as conn:
+                await conn.execute(query("analyze_tables"))
+                cur = await conn.execute(query("table_footprint"))
+                return {name: (rows, size) for name, rows, size in await cur.fetchall()}
+
+    async def event_times(self, *, kind: str) -> dict[UUID, float]:
+        """When (database clock, epoch seconds) each session got an event of ``kind``."""
+        with translated("event_times"):
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(query("event_times"), {"kind": kind})
+                return {sid: at for sid, at in await cur.fetchall()}

@@ -22,6 +22,7 @@ from store.config import ROLE_CLI, StoreConfig
 from store.pool import Pool, open_pool
 from store.scratch import ScratchDatabases, ScratchSchemas, ScratchTarget
 from store.throwaway import ThrowawayCluster, ThrowawayTemplate
+from tests.workers import Cluster
 
 Scratch = ScratchDatabases | ScratchSchemas
 
@@ -81,3 +82,14 @@ def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "workspace"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+def cluster(db: ScratchTarget, workspace: Path, tmp_path: Path) -> Iterator[Cluster]:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    running = Cluster(db, workspace, logs)
+    try:
+        yield running
+    finally:
+        running.stop_all()

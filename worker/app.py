@@ -26,6 +26,7 @@ from store.models import Claim
 from store.pool import Pool, open_pool
 from store.runtime import RuntimeStore
 from worker.backoff import Backoff
+from worker.failpoints import failpoint
 from worker.harness import Harness
 from worker.runner import Held, Limits, SessionRunner
 from worker.settings import Settings
@@ -181,6 +182,8 @@ class Worker:
                     await self._sleep_or_wake(backoff.next_delay())
                     continue
                 backoff.reset()
+                if claims:
+                    failpoint("after_claim")
                 for claim in claims:
                     self._start_slot(runner, claim)
             await self._sleep_or_wake(s.poll_interval)

@@ -9,6 +9,7 @@ steps), no lost or stuck turn, no lease left behind, consistent identities.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,24 @@ def _effect_checks(db: DatabaseEvidence, journals: Path) -> list[Check]:
     ]
 
 
+def _attempts_check(db: DatabaseEvidence, faults: Mapping[UUID, int]) -> Check:
+    """Each retry needs a fault that touched the session (a crash, a lost lease...)."""
+    over = {
+        str(sid): {"attempts": n, "faults": faults.get(sid, 0)}
+        for sid, n in db.attempts.items()
+        if n - 1 > faults.get(sid, 0)
+    }
+    return Check(
+        "attempts_accounted",
+        not over,
+        {
+            "sessions": len(db.attempts),
+            "faults": sum(faults.values()),
+            "over": dict(list(over.items())[:_LISTED]),
+        },
+    )
+
+
 def _turn_checks(db: DatabaseEvidence, *, quiesced: bool) -> list[Check]:
     unfinished = {s: n for s, n in db.turns_by_status.items() if s not in _TERMINAL}
     checks = [
@@ -100,6 +119,11 @@ def _turn_checks(db: DatabaseEvidence, *, quiesced: bool) -> list[Check]:
                 "events": db.events,
                 "gaps": db.event_gaps[:_LISTED],
             },
+        ),
+        Check(
+            "no_zombie_write",
+            not db.zombie_writes,
+            {"older_epoch_after_newer": db.zombie_writes[:_LISTED]},
         ),
         Check(
             "consistent_identities",
@@ -121,8 +145,19 @@ def _turn_checks(db: DatabaseEvidence, *, quiesced: bool) -> list[Check]:
     return checks
 
 
-async def run_checks(pool: Pool, *, journals: Path, quiesced: bool = True) -> CheckReport:
+async def run_checks(
+    pool: Pool,
+    *,
+    journals: Path,
+    quiesced: bool = True,
+    faults: Mapping[UUID, int] | None = None,
+) -> CheckReport:
     """Judge the database and journals. ``quiesced``: nothing should be running
-    or queued any more (turns terminal, no lease left)."""
+    or queued any more (turns terminal, no lease left). ``faults``: how many
+    injected faults touched each session (absent: none), when the caller knows;
+    then no session may have retried more often than that."""
     db = await collect_evidence(pool)
-    return CheckReport([*_turn_checks(db, quiesced=quiesced), *_effect_checks(db, journals)])
+    checks = [*_turn_checks(db, quiesced=quiesced), *_effect_checks(db, journals)]
+    if faults is not None:
+        checks.append(_attempts_check(db, faults))
+    return CheckReport(checks)

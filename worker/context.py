@@ -16,6 +16,7 @@ from uuid import UUID
 
 from store.models import Claim, StepRecord
 from store.runtime import RuntimeStore
+from worker.failpoints import failpoint
 from worker.tools import Reconciled, Tool, ToolCall, Verdict
 
 __all__ = [
@@ -181,13 +182,16 @@ class TurnContext:
                 events=[called],
             )
             self._steps[key] = StepRecord(key, kind, "started", digest, None)
+            failpoint("after_step_started")
         self._guard()
         try:
             result = await run()
         except Exception as exc:
             await self._mark_unknown(key, f"{type(exc).__name__}: {exc}")
             raise
+        failpoint("after_effect")
         await self._finish(key, kind, digest, result, reconciled=False)
+        failpoint("after_step_commit")
         return result
 
     async def _finish(

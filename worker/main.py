@@ -14,6 +14,7 @@ import uvloop
 from store.errors import StoreError
 from store.migrate import migrate
 from worker.app import Worker, new_worker_id
+from worker.failpoints import configure as configure_failpoints
 from worker.harness import HarnessLoadError, load_harness
 from worker.logs import setup_logging
 from worker.options import add_setting, overrides_from
@@ -88,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging(settings.log_level)
     setup_tracing()
+    try:
+        configure_failpoints(settings.failpoints)
+    except ValueError as exc:
+        print(f"worker: STINT_FAILPOINTS: {exc}", file=sys.stderr)
+        return 2
+    if settings.failpoints:
+        log.warning("failpoints enabled: %s", settings.failpoints)
     try:
         return uvloop.run(_serve(settings))
     except (StoreError, HarnessLoadError) as exc:

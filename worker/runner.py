@@ -24,6 +24,7 @@ from store.errors import LeaseLost, StoreError
 from store.models import Claim, ControlRequest, TurnStart
 from store.runtime import RuntimeStore
 from worker.context import LeaseExpired, Parked, TurnContext
+from worker.failpoints import failpoint
 from worker.harness import Harness
 from worker.telemetry import SPAN_TURN, span
 
@@ -127,6 +128,7 @@ class SessionRunner:
                         release=self._should_yield(turns, claimed_at),
                         reason=outcome.reason,
                     )
+                    failpoint("after_turn_finish")
                 if not finished.still_held:
                     return
         except (LeaseLost, LeaseExpired) as exc:

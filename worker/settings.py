@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     max_claim_seconds: float = Field(
         60.0, ge=0.1, le=86_400, description="seconds a session keeps a slot while others wait"
     )
+    failpoints: str = Field(
+        "", description="fault tests only: name:kill|pause:S|raise,... (see worker.failpoints)"
+    )
     worker_id: str = Field("", description="worker identity; empty generates host-pid-random")
     log_level: str = Field(
         "INFO", pattern=r"(?i)^(debug|info|warning|error)$", description="log level"

@@ -39,6 +39,23 @@ FROM sessions s
 WHERE s.queued_turns <> (SELECT count(*) FROM turns t
                          WHERE t.session_id = s.id AND t.status IN ('queued', 'running', 'parked'))
 
+-- name: checks_zombie_writes
+-- Worker-written events that went back to an older lease epoch after a newer
+-- epoch had written: a stale owner wrote after it was fenced.
+SELECT session_id, seq, lease_epoch, newest_before
+FROM (
+    SELECT session_id, seq, lease_epoch,
+           max(lease_epoch) OVER (PARTITION BY session_id ORDER BY seq
+                                  ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+               AS newest_before
+    FROM events
+    WHERE lease_epoch IS NOT NULL
+) ordered
+WHERE lease_epoch < newest_before
+
+-- name: checks_attempts
+SELECT t.session_id, max(t.attempts) FROM turns t GROUP BY t.session_id
+
 -- name: checks_stale_leases
 -- Leases that nobody will renew: expired running sessions, and sessions
 -- still leased by a worker that has stopped.

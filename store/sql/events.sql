@@ -15,12 +15,13 @@ fence AS (
 -- numbered right below fence.last_event_seq, which the including statement's
 -- "fence" CTE has just advanced by cardinality(%(kinds)s) under the session lock.
 events_added AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload)
+    INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
     SELECT %(session_id)s,
            fence.last_event_seq - cardinality(%(kinds)s::text[]) + e.ord,
            %(turn_id)s,
            e.kind,
-           e.payload
+           e.payload,
+           %(epoch)s
     FROM fence,
          unnest(%(kinds)s::text[], %(payloads)s::jsonb[]) WITH ORDINALITY AS e (kind, payload, ord)
     -- NOTIFY folds identical notifications within a transaction into one.

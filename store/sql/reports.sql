@@ -41,3 +41,20 @@ SELECT count(*) FROM workers WHERE state = 'running'
 SELECT (SELECT count(*) FROM sessions WHERE status = 'running'),
        (SELECT count(*) FROM pg_stat_activity
         WHERE datname = current_database() AND application_name LIKE 'stint-worker-%%')
+
+-- name: table_footprint
+-- Rows and bytes (heap, indexes, toast) of each Stint table.
+SELECT c.relname, c.reltuples::bigint, pg_total_relation_size(c.oid)
+FROM pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace
+  AND c.relkind = 'r'
+ORDER BY c.relname
+
+-- name: analyze_tables
+ANALYZE
+
+-- name: event_times
+-- DB-clock times of one kind of event, per session (for control latencies).
+SELECT session_id, extract(epoch FROM created_at)::float8
+FROM events
+WHERE kind = %(kind)s

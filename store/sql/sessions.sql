@@ -65,9 +65,9 @@ WITH fence AS (
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM fence)
     RETURNING last_event_seq
 ), announced AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload)
+    INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
     SELECT %(session_id)s, released.last_event_seq, requeued.id, 'turn.released',
-           jsonb_build_object('reason', %(reason)s::text, 'worker', %(owner)s::text)
+           jsonb_build_object('reason', %(reason)s::text, 'worker', %(owner)s::text), %(epoch)s
     FROM released, requeued
     RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
 )

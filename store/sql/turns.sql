@@ -53,9 +53,9 @@ WITH fence AS (
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM started)
     RETURNING last_event_seq
 ), announced AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload)
+    INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
     SELECT %(session_id)s, counted.last_event_seq, started.id, 'turn.started',
-           jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text)
+           jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text), %(epoch)s
     FROM counted, started
     RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
 )
@@ -121,9 +121,10 @@ WITH fence AS (
 ), parked AS (
     UPDATE turns SET status = 'parked' WHERE id = %(turn_id)s AND EXISTS (SELECT FROM fence)
 ), announced AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload)
+    INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
     SELECT %(session_id)s, fence.last_event_seq, %(turn_id)s, 'approval.requested',
-           jsonb_build_object('step_key', %(step_key)s::text, 'question', %(question)s::jsonb)
+           jsonb_build_object('step_key', %(step_key)s::text, 'question', %(question)s::jsonb),
+           %(epoch)s
     FROM fence
     RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
 )

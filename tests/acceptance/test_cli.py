@@ -13,8 +13,8 @@ import pytest
 
 from store.pool import Pool
 from store.scratch import ScratchTarget
-from tests.acceptance.conftest import Cluster, fetch
 from tests.polling import wait_until
+from tests.workers import Cluster, fetch
 
 
 async def _counts(pool: Pool) -> tuple[int, int]:

@@ -9,8 +9,8 @@ from uuid import UUID
 from store.client import ClientStore
 from store.pool import Pool
 from store.scratch import ScratchTarget
-from tests.acceptance.conftest import Cluster, event_kinds, fetch, turn_states
 from tests.polling import wait_until
+from tests.workers import Cluster, event_kinds, fetch, turn_states
 from worker.checks import run_checks
 
 

@@ -1,4 +1,4 @@
-"""Real ``worker`` processes against the test's own database."""
+"""Real ``worker`` processes against the test's own database, and database probes."""
 
 from __future__ import annotations
 
@@ -7,13 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
-
-import pytest
 
 from store.pool import Pool
 from store.scratch import ScratchTarget
@@ -92,17 +89,6 @@ class Cluster:
                 worker.signal(signal.SIGCONT)
                 worker.proc.kill()
                 worker.proc.wait()
-
-
-@pytest.fixture
-def cluster(db: ScratchTarget, workspace: Path, tmp_path: Path) -> Iterator[Cluster]:
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    running = Cluster(db, workspace, logs)
-    try:
-        yield running
-    finally:
-        running.stop_all()
 
 
 async def fetch(pool: Pool, sql: str, *params: Any) -> list[tuple[Any, ...]]:

@@ -1,0 +1,59 @@
+"""Failpoints: named places where a fault test makes the worker crash, stall or fail.
+
+Enabled only by ``STINT_FAILPOINTS=name:action[,name:action...]`` with the
+actions ``kill`` (SIGKILL this process), ``pause:SECONDS`` (stop the whole
+process, as a GC pause or a SIGSTOP would) and ``raise`` (raise
+``FailpointError`` into the normal error paths). Unset, ``failpoint()`` is one
+dictionary lookup on an empty dict.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+__all__ = ["FAILPOINTS", "FailpointError", "configure", "failpoint"]
+
+FAILPOINTS = (
+    "after_claim",  # the claim committed; no slot has started
+    "after_step_started",  # a step is recorded started; its effect has not run
+    "after_effect",  # the effect is fsync'd; the step is not committed
+    "after_step_commit",  # the step and its events are committed
+    "after_turn_finish",  # the turn's terminal state is committed; the slot is not free
+)
+
+_active: dict[str, str] = {}
+
+
+class FailpointError(Exception):
+    """Raised by a failpoint set to ``raise``."""
+
+
+def configure(spec: str) -> None:
+    """Parse ``name:action,...``; refuse unknown names or actions loudly."""
+    _active.clear()
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, _, action = item.partition(":")
+        if name not in FAILPOINTS:
+            raise ValueError(f"unknown failpoint {name!r}; known: {', '.join(FAILPOINTS)}")
+        kind, _, arg = action.partition(":")
+        if kind not in ("kill", "pause", "raise") or (kind == "pause") != bool(arg):
+            raise ValueError(f"failpoint action must be kill, pause:SECONDS or raise: {item!r}")
+        if kind == "pause":
+            float(arg)
+        _active[name] = action
+
+
+def failpoint(name: str) -> None:
+    """Act if ``name`` is enabled; otherwise return at once."""
+    action = _active.get(name)
+    if action is None:
+        return
+    kind, _, arg = action.partition(":")
+    if kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif kind == "pause":
+        time.sleep(float(arg))  # blocks the event loop on purpose: the whole worker stalls
+    else:
+        raise FailpointError(f"failpoint {name}")

@@ -49,6 +49,12 @@ class StoreConfig:
         validate_schema_name(self.schema)
 
     @property
+    def client_deadline(self) -> float:
+        """How long a caller waits for any one store call: getting a connection
+        (``connect_timeout``) plus running the statement (``statement_timeout``)."""
+        return self.connect_timeout + self.statement_timeout + 1.0
+
+    @property
     def work_channel(self) -> str:
         """NOTIFY channel that wakes claimers of this schema."""
         return f"{self.schema}_work"

@@ -22,7 +22,7 @@ from store.config import StoreConfig
 from store.errors import NoOpenQuestion, UnknownSession
 from store.pool import Pool
 from store.queries import query
-from store.translate import translated
+from store.translate import guarded
 
 __all__ = ["ControlResult", "ControlStore", "stop_active_turn"]
 
@@ -112,35 +112,38 @@ class ControlStore:
         ``interrupt``: the running turn only."""
         if action not in _TERMINAL:
             raise ValueError(f"unknown control {action!r}")
-        with translated(f"control {action}"):
-            async with self._pool.connection() as conn, conn.transaction():
-                cur = await conn.execute(query("controls_lock_session"), {"session_id": session_id})
-                locked = await cur.fetchone()
-                if locked is None:
-                    raise UnknownSession(session=session_id)
-                _, owner, lease_live = locked
-                cancelled: list[UUID] = []
-                if action == "cancel":
-                    cur = await conn.execute(
-                        query("controls_cancel_queued"),
-                        {
-                            "session_id": session_id,
-                            "turn_id": turn_id,
-                            "reason": reason,
-                            "events_channel": self._config.events_channel,
-                        },
-                    )
-                    cancelled = [row[0] for row in await cur.fetchall()]
-                active, outcome = await stop_active_turn(
-                    conn,
-                    self._config,
-                    session_id=session_id,
-                    action=action,
-                    reason=reason,
-                    turn_id=turn_id,
-                    lease_owner=owner,
-                    lease_live=bool(lease_live),
+        async with (
+            guarded(f"control {action}", self._config),
+            self._pool.connection() as conn,
+            conn.transaction(),
+        ):
+            cur = await conn.execute(query("controls_lock_session"), {"session_id": session_id})
+            locked = await cur.fetchone()
+            if locked is None:
+                raise UnknownSession(session=session_id)
+            _, owner, lease_live = locked
+            cancelled: list[UUID] = []
+            if action == "cancel":
+                cur = await conn.execute(
+                    query("controls_cancel_queued"),
+                    {
+                        "session_id": session_id,
+                        "turn_id": turn_id,
+                        "reason": reason,
+                        "events_channel": self._config.events_channel,
+                    },
                 )
+                cancelled = [row[0] for row in await cur.fetchall()]
+            active, outcome = await stop_active_turn(
+                conn,
+                self._config,
+                session_id=session_id,
+                action=action,
+                reason=reason,
+                turn_id=turn_id,
+                lease_owner=owner,
+                lease_live=bool(lease_live),
+            )
         return ControlResult(session_id, cancelled, active, outcome)
 
     async def answer(self, *, session_id: UUID, step_key: str, answer: Any) -> UUID:
@@ -152,11 +155,14 @@ class ControlStore:
             "events_channel": self._config.events_channel,
             "work_channel": self._config.work_channel,
         }
-        with translated("answer"):
-            async with self._pool.connection() as conn, conn.transaction():
-                cur = await conn.execute(query("answers_record"), params)
-                row = await cur.fetchone()
-                if row is None:
-                    raise NoOpenQuestion(session=session_id, step_key=step_key)
+        async with (
+            guarded("answer", self._config),
+            self._pool.connection() as conn,
+            conn.transaction(),
+        ):
+            cur = await conn.execute(query("answers_record"), params)
+            row = await cur.fetchone()
+            if row is None:
+                raise NoOpenQuestion(session=session_id, step_key=step_key)
         turn_id: UUID = row[0]
         return turn_id

@@ -20,7 +20,7 @@ from store.errors import LeaseLost
 from store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart
 from store.pool import Pool
 from store.queries import query
-from store.translate import translated
+from store.translate import guarded
 
 __all__ = ["EventSpec", "RuntimeStore"]
 
@@ -49,14 +49,12 @@ class RuntimeStore:
             "pins": list(pins),
             "slots": slots,
         }
-        with translated("workers_register"):
-            async with self._lease.connection() as conn:
-                await conn.execute(query("workers_register"), params)
+        async with guarded("workers_register", self._config), self._lease.connection() as conn:
+            await conn.execute(query("workers_register"), params)
 
     async def workers_set_state(self, *, worker_id: str, state: str) -> None:
-        with translated("workers_set_state"):
-            async with self._lease.connection() as conn:
-                await conn.execute(query("workers_set_state"), {"id": worker_id, "state": state})
+        async with guarded("workers_set_state", self._config), self._lease.connection() as conn:
+            await conn.execute(query("workers_set_state"), {"id": worker_id, "state": state})
 
     async def sessions_claim(
         self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
@@ -67,10 +65,9 @@ class RuntimeStore:
             "limit": limit,
             "lease_seconds": lease_seconds,
         }
-        with translated("sessions_claim"):
-            async with self._claim.connection() as conn:
-                cur = await conn.execute(query("sessions_claim"), params)
-                rows = await cur.fetchall()
+        async with guarded("sessions_claim", self._config), self._claim.connection() as conn:
+            cur = await conn.execute(query("sessions_claim"), params)
+            rows = await cur.fetchall()
         return [Claim(session_id=sid, owner=owner, epoch=epoch) for sid, epoch in rows]
 
     async def leases_renew(
@@ -84,10 +81,9 @@ class RuntimeStore:
             "epochs": [c.epoch for c in claims],
             "lease_seconds": lease_seconds,
         }
-        with translated("leases_renew"):
-            async with self._lease.connection() as conn:
-                cur = await conn.execute(query("leases_renew"), params)
-                rows = await cur.fetchall()
+        async with guarded("leases_renew", self._config), self._lease.connection() as conn:
+            cur = await conn.execute(query("leases_renew"), params)
+            rows = await cur.fetchall()
         return {
             sid: ControlRequest(action, turn_id, reason) if action else None
             for sid, action, turn_id, reason in rows
@@ -96,10 +92,9 @@ class RuntimeStore:
     async def turns_begin(self, claim: Claim) -> TurnStart | None:
         """Start the session's next turn; None when its queue is empty."""
         params = {**self._fence(claim), "events_channel": self._config.events_channel}
-        with translated("turns_begin"):
-            async with self._slots.connection() as conn:
-                cur = await conn.execute(query("turns_begin"), params)
-                row = await cur.fetchone()
+        async with guarded("turns_begin", self._config), self._slots.connection() as conn:
+            cur = await conn.execute(query("turns_begin"), params)
+            row = await cur.fetchone()
         if row is None or not row[0]:
             raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="turns_begin")
         _, turn_id, seq, turn_input, attempts, timeout_seconds = row
@@ -110,10 +105,9 @@ class RuntimeStore:
     async def steps_for_turn(self, claim: Claim, turn_id: UUID) -> dict[str, StepRecord]:
         """Every step recorded for a turn (read on retries, to replay)."""
         params = {"session_id": claim.session_id, "turn_id": turn_id}
-        with translated("steps_for_turn"):
-            async with self._slots.connection() as conn:
-                cur = await conn.execute(query("steps_for_turn"), params)
-                rows = await cur.fetchall()
+        async with guarded("steps_for_turn", self._config), self._slots.connection() as conn:
+            cur = await conn.execute(query("steps_for_turn"), params)
+            rows = await cur.fetchall()
         return {r[0]: StepRecord(*r) for r in rows}
 
     async def steps_start(
@@ -203,10 +197,9 @@ class RuntimeStore:
             "question": Jsonb(question),
             "events_channel": self._config.events_channel,
         }
-        with translated("turns_park"):
-            async with self._slots.connection() as conn:
-                cur = await conn.execute(query("turns_park"), params)
-                row = await cur.fetchone()
+        async with guarded("turns_park", self._config), self._slots.connection() as conn:
+            cur = await conn.execute(query("turns_park"), params)
+            row = await cur.fetchone()
         if row is None:
             raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="turns_park")
 
@@ -221,10 +214,9 @@ class RuntimeStore:
             "reason": reason,
             "events_channel": self._config.events_channel,
         }
-        with translated("sessions_release"):
-            async with self._slots.connection() as conn:
-                cur = await conn.execute(query("sessions_release"), params)
-                row = await cur.fetchone()
+        async with guarded("sessions_release", self._config), self._slots.connection() as conn:
+            cur = await conn.execute(query("sessions_release"), params)
+            row = await cur.fetchone()
         if row is None:
             raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="release")
         return bool(row[0])
@@ -248,10 +240,9 @@ class RuntimeStore:
             "events_channel": self._config.events_channel,
             **extra,
         }
-        with translated(name):
-            async with self._slots.connection() as conn:
-                cur = await conn.execute(query(name), params)
-                row = await cur.fetchone()
+        async with guarded(name, self._config), self._slots.connection() as conn:
+            cur = await conn.execute(query(name), params)
+            row = await cur.fetchone()
         if row is None:
             raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation=name)
         return row

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
+from store.config import StoreConfig
 from store.errors import ConnectionFailed, DatabaseError, LockTimeout, QueryTimeout
 
-__all__ = ["translated"]
+__all__ = ["guarded", "translated"]
 
 
 def _server_message(exc: psycopg.Error) -> str:
@@ -52,4 +54,25 @@ def translated(operation: str) -> Iterator[None]:
             raise ConnectionFailed(operation=operation, server=_server_message(exc)) from exc
         raise DatabaseError(
             operation=operation, sqlstate=exc.sqlstate, server=_server_message(exc)
+        ) from exc
+
+
+@asynccontextmanager
+async def guarded(operation: str, config: StoreConfig) -> AsyncIterator[None]:
+    """``translated`` plus a client-side deadline.
+
+    ``statement_timeout`` is enforced by the server, so it cannot help when the
+    server stops answering (a partition, a blackhole): then the client's own
+    deadline (``StoreConfig.client_deadline``) ends the wait. psycopg first
+    tries to cancel the statement, which may add a few seconds in a blackhole.
+    """
+    try:
+        with translated(operation):
+            async with asyncio.timeout(config.client_deadline):
+                yield
+    except TimeoutError as exc:
+        raise QueryTimeout(
+            "no answer from PostgreSQL before the client deadline",
+            operation=operation,
+            deadline_s=config.client_deadline,
         ) from exc

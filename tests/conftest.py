@@ -33,16 +33,21 @@ def pytest_asyncio_loop_factories(config: Config, item: Item) -> Mapping[str, Ca
 
 
 @pytest.fixture(scope="session")
-def pg_cluster() -> Iterator[ThrowawayCluster | None]:
-    """The session's throwaway server (None when STINT_TEST_DATABASE_URL is set)."""
-    if os.environ.get("STINT_TEST_DATABASE_URL"):
-        yield None
-        return
+def pg_template() -> Iterator[ThrowawayTemplate]:
+    """initdb once per test session; fault tests copy it into clusters of their own."""
     template = ThrowawayTemplate()
     try:
-        yield template.new_cluster()
+        yield template
     finally:
         template.cleanup()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster(pg_template: ThrowawayTemplate) -> ThrowawayCluster | None:
+    """The session's shared throwaway server (None when STINT_TEST_DATABASE_URL is set)."""
+    if os.environ.get("STINT_TEST_DATABASE_URL"):
+        return None
+    return pg_template.new_cluster()
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -49,6 +49,9 @@ class Settings(BaseSettings):
     )
     statement_timeout: float = Field(5.0, ge=0.1, le=3600, description="seconds per statement")
     lock_timeout: float = Field(5.0, ge=0.1, le=3600, description="seconds waiting for a lock")
+    connect_timeout: float = Field(
+        10.0, ge=1, le=300, description="seconds to open a connection or get one from a pool"
+    )
     idle_in_transaction_timeout: float = Field(
         30.0, ge=1, le=3600, description="seconds a transaction may sit idle"
     )
@@ -119,6 +122,7 @@ class Settings(BaseSettings):
             statement_timeout=self.statement_timeout,
             lock_timeout=self.lock_timeout,
             idle_in_transaction_timeout=self.idle_in_transaction_timeout,
+            connect_timeout=self.connect_timeout,
         )
 
 

@@ -106,7 +106,13 @@ def pytest_configure(config: Config) -> None:
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter, config: Config) -> None:
     """The run's last word on the matrix: where its report is, or that it did not run."""
-    terminalreporter.write_line(getattr(config, SUMMARY_ATTR, None) or NOT_RUN)
+    ran = getattr(config, SUMMARY_ATTR, None)
+    if ran:
+        terminalreporter.write_line(ran)
+    elif config.getoption("--run-load"):
+        terminalreporter.write_line("load matrix: not run (no matrix case selected)")
+    else:
+        terminalreporter.write_line(NOT_RUN)
 
 
 @pytest.fixture(scope="session")

@@ -146,7 +146,7 @@ class Bench:
             await self.client.turns_enqueue(
                 session_id=None, idempotency_key="r", queue_limit=4, turn_input={}
             )
-        await self.client.table_footprint()  # ANALYZE first, as autovacuum would
+        await self.client.table_footprint()  # VACUUM (ANALYZE) first, as autovacuum would
         times = []
         for _ in range(ready):
             started = time.perf_counter()

@@ -207,9 +207,9 @@ class ClientStore:
         return int(row[0])
 
     async def table_footprint(self) -> dict[str, tuple[int, int]]:
-        """Rows (planner estimate after ANALYZE) and bytes of each table."""
+        """Rows (planner estimate) and bytes of each table, after VACUUM (ANALYZE)."""
         async with guarded("table_footprint", self._config), self._pool.connection() as conn:
-            await conn.execute(query("analyze_tables"))
+            await conn.execute(query("vacuum_analyze"))
             cur = await conn.execute(query("table_footprint"))
             return {name: (rows, size) for name, rows, size in await cur.fetchall()}
 
@@ -218,3 +218,30 @@ class ClientStore:
         async with guarded("event_times", self._config), self._pool.connection() as conn:
             cur = await conn.execute(query("event_times"), {"kind": kind})
             return {sid: at for sid, at in await cur.fetchall()}
+
+    async def sessions_held_by(self, *, owner: str) -> dict[UUID, int]:
+        """The leases ``owner`` holds now: session id to epoch."""
+        async with guarded("sessions_held_by", self._config), self._pool.connection() as conn:
+            cur = await conn.execute(query("sessions_held_by"), {"owner": owner})
+            return {sid: epoch for sid, epoch in await cur.fetchall()}
+
+    async def sessions_in_flight(self) -> list[UUID]:
+        """Sessions with unfinished turns."""
+        async with guarded("sessions_in_flight", self._config), self._pool.connection() as conn:
+            cur = await conn.execute(query("sessions_in_flight"))
+            return [row[0] for row in await cur.fetchall()]
+
+    async def sessions_owned_since(self, held: dict[UUID, int]) -> set[UUID]:
+        """Which of these leases are still held under the same epoch."""
+        params = {"session_ids": list(held), "epochs": list(held.values())}
+        async with guarded("sessions_owned_since", self._config), self._pool.connection() as conn:
+            cur = await conn.execute(query("sessions_owned_since"), params)
+            return {row[0] for row in await cur.fetchall()}
+
+    async def turns_finished_after(self, moment: float) -> int:
+        """Turns finished after ``moment`` (epoch seconds, database clock)."""
+        async with guarded("turns_finished_after", self._config), self._pool.connection() as conn:
+            cur = await conn.execute(query("turns_finished_after"), {"after": moment})
+            row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])

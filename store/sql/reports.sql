@@ -50,11 +50,31 @@ WHERE c.relnamespace = current_schema()::regnamespace
   AND c.relkind = 'r'
 ORDER BY c.relname
 
--- name: analyze_tables
-ANALYZE
+-- name: vacuum_analyze
+-- What autovacuum would have done by now: dead row versions gone, statistics fresh.
+VACUUM (ANALYZE)
 
 -- name: event_times
 -- DB-clock times of one kind of event, per session (for control latencies).
 SELECT session_id, extract(epoch FROM created_at)::float8
 FROM events
 WHERE kind = %(kind)s
+
+-- name: sessions_held_by
+-- Leases one worker holds now, with their epochs (a fault test's victims).
+SELECT id, lease_epoch FROM sessions WHERE lease_owner = %(owner)s
+
+-- name: sessions_in_flight
+-- Sessions with unfinished turns: the ones a server-wide fault can touch.
+SELECT id FROM sessions WHERE queued_turns > 0
+
+-- name: sessions_owned_since
+-- Of the given (session, epoch) pairs, those still held under that same epoch.
+SELECT s.id
+FROM sessions s
+JOIN unnest(%(session_ids)s::uuid[], %(epochs)s::bigint[]) AS held (id, epoch) ON held.id = s.id
+WHERE s.lease_epoch = held.epoch AND s.lease_owner IS NOT NULL
+
+-- name: turns_finished_after
+-- Turns finished after a moment (epoch seconds): has work resumed?
+SELECT count(*) FROM turns WHERE finished_at > to_timestamp(%(after)s)

@@ -1,0 +1,708 @@
+"""Fault tests: PostgreSQL itself misbehaves under running workers.
+
+A fast restart and an immediate stop (a crash) of the server mid-run, a killed
+LISTEN connection, lock and statement timeouts, a slot pool smaller than the
+slots and a server out of connections. Each test runs real worker processes and
+ends with the shared checkers; the restart tests use a private cluster of their
+own so that they can stop it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import psutil
+import psycopg
+import pytest
+from psycopg import AsyncConnection, sql
+from psycopg.rows import TupleRow
+
+from store.client import ClientStore
+from store.config import ROLE_CLI, ROLE_LISTEN, StoreConfig
+from store.errors import StoreError
+from store.pool import Pool, open_pool
+from store.scratch import ScratchDatabases, ScratchTarget
+from store.throwaway import ThrowawayCluster, ThrowawayTemplate
+from tests.polling import wait_until
+from tests.workers import Cluster, WorkerProc, fetch
+from worker.checks import run_checks
+
+SHORT_TURN: dict[str, object] = {"min_wait_ms": 200}
+# Busy-looping burns a whole core (~1 CPU-second per second); a worker that waits
+# with backoff uses a few hundredths. The bound sits far from both.
+CPU_BOUND_PER_SECOND = 0.5 / 3
+LOCK_TIMEOUT_TEXT = "waited past lock_timeout"  # LockTimeout's message
+STATEMENT_TIMEOUT_TEXT = "ran past statement_timeout"  # QueryTimeout's message
+
+
+# -- a private server -----------------------------------------------------------
+
+
+@dataclass
+class Private:
+    """A private PostgreSQL with a migrated Stint database, a probe pool and workers."""
+
+    server: ThrowawayCluster
+    target: ScratchTarget
+    pool: Pool
+    workers: Cluster
+    client: ClientStore
+    tmp: Path
+
+
+@asynccontextmanager
+async def private_stint(template: ThrowawayTemplate, tmp: Path) -> AsyncIterator[Private]:
+    """Start a cluster of our own; stop every worker and the server afterwards."""
+    server = template.new_cluster()
+    try:
+        scratch = ScratchDatabases(StoreConfig(conninfo=server.conninfo()))
+        await scratch.prepare()
+        target = await scratch.create()
+        workspace, logs = tmp / "workspace", tmp / "logs"
+        workspace.mkdir()
+        logs.mkdir()
+        workers = Cluster(target, workspace, logs)
+        try:
+            pool = await open_pool(target.config, ROLE_CLI, min_size=1, max_size=4)
+            try:
+                yield Private(server, target, pool, workers, ClientStore(target.config, pool), tmp)
+            finally:
+                await pool.close()
+        finally:
+            workers.stop_all()
+    finally:
+        server.destroy()
+
+
+# -- probes -----------------------------------------------------------------------
+
+
+async def scalar(pool: Pool, query: str, *params: Any) -> Any:
+    rows = await fetch(pool, query, *params)
+    return rows[0][0]
+
+
+async def turns_finished(pool: Pool) -> int:
+    return int(await scalar(pool, "SELECT count(*) FROM turns WHERE finished_at IS NOT NULL"))
+
+
+async def turn_count(pool: Pool) -> int:
+    return int(await scalar(pool, "SELECT count(*) FROM turns"))
+
+
+async def all_finished(pool: Pool) -> bool:
+    """Every turn there is has finished (and there is at least one)."""
+    rows = await fetch(
+        pool, "SELECT count(*), count(finished_at) FROM turns WHERE status <> 'parked'"
+    )
+    total, done = rows[0]
+    return bool(total) and total == done
+
+
+async def listen_pids(pool: Pool) -> set[int]:
+    """Backends of this database's worker listeners."""
+    rows = await fetch(
+        pool,
+        "SELECT pid FROM pg_stat_activity WHERE application_name = %s "
+        "AND datname = current_database()",
+        ROLE_LISTEN,
+    )
+    return {int(r[0]) for r in rows}
+
+
+async def attempts_by_session(pool: Pool) -> dict[UUID, int]:
+    rows = await fetch(pool, "SELECT session_id, max(attempts) FROM turns GROUP BY session_id")
+    return {r[0]: int(r[1]) for r in rows}
+
+
+async def event_kinds(pool: Pool, session_id: UUID) -> list[str]:
+    rows = await fetch(
+        pool, "SELECT kind FROM events WHERE session_id = %s ORDER BY seq", session_id
+    )
+    return [r[0] for r in rows]
+
+
+async def has_event(pool: Pool, session_id: UUID, kind: str) -> bool:
+    return kind in await event_kinds(pool, session_id)
+
+
+async def reachable(pool: Pool) -> bool:
+    """After a restart: drop the pool's dead connections, then try a query."""
+    try:
+        await pool.check()
+        await fetch(pool, "SELECT 1")
+    except (psycopg.Error, StoreError):
+        return False
+    return True
+
+
+async def log_has(worker: WorkerProc, *texts: str) -> bool:
+    """Some line of the worker's log contains every one of ``texts``."""
+    return any(all(t in line for t in texts) for line in worker.log_text().splitlines())
+
+
+async def lease_expiry(pool: Pool, session_id: UUID) -> Any:
+    return await scalar(pool, "SELECT lease_expires_at FROM sessions WHERE id = %s", session_id)
+
+
+@asynccontextmanager
+async def locked(config: StoreConfig, statement: str, *params: Any) -> AsyncIterator[None]:
+    """Run ``statement`` in a transaction of another client and hold its locks."""
+    conn = await AsyncConnection.connect(config.conninfo, application_name="fault-locker")
+    try:
+        await conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(config.schema)))
+        await conn.execute(statement, params)
+        yield
+    finally:
+        await conn.rollback()
+        await conn.close()
+
+
+async def assert_checks_pass(p: Cluster, pool: Pool, faults: Mapping[UUID, int]) -> None:
+    report = await run_checks(pool, journals=p.workspace / "journals", faults=faults)
+    assert report.passed, report.as_json()
+
+
+# -- processes --------------------------------------------------------------------
+
+
+def cpu_seconds(worker: WorkerProc) -> float:
+    times = psutil.Process(worker.pid).cpu_times()
+    return float(times.user + times.system)
+
+
+@contextmanager
+def cpu_meter(workers: list[WorkerProc]) -> Iterator[dict[int, float]]:
+    """CPU seconds each worker (by pid) used inside the block, and the block's length
+    under key 0."""
+    used: dict[int, float] = {}
+    before = {w.pid: cpu_seconds(w) for w in workers}
+    started = time.monotonic()
+    yield used
+    used[0] = time.monotonic() - started
+    for w in workers:
+        used[w.pid] = cpu_seconds(w) - before[w.pid]
+
+
+def assert_no_busy_loop(used: Mapping[int, float]) -> None:
+    window = used[0]
+    for pid, seconds in used.items():
+        if pid:
+            assert seconds < CPU_BOUND_PER_SECOND * window, (
+                f"worker {pid} used {seconds:.2f} CPU-s in {window:.1f} s"
+            )
+
+
+def stop_and_assert_clean_exit(workers: list[WorkerProc], pids: list[int]) -> None:
+    """Same processes as at the start (no crash, no restart), still up, drain to exit 0."""
+    assert [w.pid for w in workers] == pids
+    for w in workers:
+        assert w.proc.poll() is None, f"worker {w.pid} exited early:\n{w.log_text()[-3000:]}"
+        assert "stopping the worker" not in w.log_text(), w.log_text()[-3000:]
+    for w in workers:
+        w.signal(signal.SIGTERM)
+    for w in workers:
+        assert w.wait(timeout=30) == 0, w.log_text()[-3000:]
+
+
+@dataclass
+class Follower:
+    """``stint tail SESSION --follow`` in a process of its own, stdout to a file."""
+
+    proc: subprocess.Popen[bytes]
+    out: Path
+    err: Path
+
+    def seqs(self) -> list[int]:
+        lines = self.out.read_text().splitlines() if self.out.exists() else []
+        return [int(json.loads(line)["seq"]) for line in lines if line.strip()]
+
+
+@contextmanager
+def follow(workers: Cluster, session_id: UUID, where: Path) -> Iterator[Follower]:
+    out, err = where / "follow.out", where / "follow.err"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "worker.cli", "tail", str(session_id), "--follow"],
+            env={**os.environ, **workers.env},
+            stdout=stdout,
+            stderr=stderr,
+        )
+    try:
+        yield Follower(proc, out, err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+# -- load -------------------------------------------------------------------------
+
+
+@dataclass
+class Producer:
+    """Enqueues turns, retrying each idempotency key until it is acknowledged."""
+
+    client: ClientStore
+    acknowledged: dict[UUID, UUID] = field(default_factory=dict)  # turn -> session
+    refused: int = 0
+
+    async def enqueue(self, key: str, session_id: UUID | None = None) -> UUID:
+        """Retries are idempotent only on an existing session (the key is per session),
+        so only those are enqueued while the server is unavailable."""
+        while True:
+            try:
+                result = await self.client.turns_enqueue(
+                    session_id=session_id,
+                    idempotency_key=key,
+                    turn_input=dict(SHORT_TURN),
+                    queue_limit=16,
+                )
+            except StoreError:
+                if session_id is None:
+                    raise  # a retry could make a second session: not idempotent
+                self.refused += 1  # not acknowledged: retry the same key
+                await asyncio.sleep(0.05)
+                continue
+            self.acknowledged[result.turn_id] = result.session_id
+            return result.session_id
+
+    async def sessions(self, count: int, prefix: str) -> list[UUID]:
+        return [await self.enqueue(f"{prefix}-{i}") for i in range(count)]
+
+    async def more_turns(self, sessions: list[UUID], key: str) -> None:
+        for sid in sessions:
+            await self.enqueue(key, sid)
+
+
+async def assert_acknowledged_terminal(pool: Pool, producer: Producer) -> None:
+    rows = await fetch(pool, "SELECT id, status FROM turns")
+    status = {r[0]: r[1] for r in rows}
+    missing = [t for t in producer.acknowledged if t not in status]
+    assert not missing, f"acknowledged turns lost: {missing}"
+    unfinished = {t: status[t] for t in producer.acknowledged if status[t] != "succeeded"}
+    assert not unfinished, unfinished
+
+
+async def since_start(pool: Pool, query: str) -> float | None:
+    """Seconds from the postmaster's (re)start to the value of ``query`` (database clock)."""
+    value = await scalar(
+        pool, f"SELECT extract(epoch FROM ({query}) - pg_postmaster_start_time())::float8"
+    )
+    return None if value is None else float(value)
+
+
+# -- 1, 2: the server restarts or crashes under load --------------------------------
+
+
+@dataclass
+class Outage:
+    """What a server fault looked like from outside."""
+
+    cpu: dict[int, float]
+    listeners_back_s: float
+    first_finish_s: float | None
+    all_done_s: float | None
+
+
+async def run_through_outage(p: Private, fault: str) -> Outage:
+    """2 workers x 2 slots, 20 sessions (one of them followed, with 6 turns), more turns
+    enqueued during the fault; the server fault strikes mid-run. Asserts everything
+    the fault must not break and returns the figures."""
+    producer = Producer(p.client)
+    followed = await producer.enqueue("followed-0")
+    for i in range(1, 6):
+        await producer.enqueue(f"followed-{i}", followed)
+    others = await producer.sessions(19, "s")
+    workers = [p.workers.start_worker(slots=2) for _ in range(2)]
+    pids = [w.pid for w in workers]
+    with follow(p.workers, followed, p.tmp) as follower:
+        await wait_until(lambda: listen_pids(p.pool), what="listeners up")
+        await wait_until(lambda: _at_least(turns_finished(p.pool), 5), what="the run is under way")
+        assert not await all_finished(p.pool), "the fault must strike mid-run"
+        late = asyncio.create_task(producer.more_turns(others[:8], "late"))
+        cpu: dict[int, float] = {}
+        if fault == "restart":
+            await asyncio.to_thread(p.server.restart, "fast")
+        else:
+            await asyncio.to_thread(p.server.stop, "immediate")
+            with cpu_meter(workers) as cpu:
+                await asyncio.sleep(3.0)  # the outage itself, not a synchronisation
+            await asyncio.to_thread(p.server.start)
+        back = time.monotonic()
+        await wait_until(lambda: reachable(p.pool), what="server reachable again")
+        await wait_until(lambda: _count_is(listen_pids(p.pool), 2), what="LISTEN is back")
+        listeners_back_s = time.monotonic() - back
+        await asyncio.wait_for(late, timeout=60)
+        # LISTEN works again: a fresh session enqueued now is picked up and run.
+        fresh = await producer.enqueue("after")
+        await wait_until(lambda: all_finished(p.pool), what="every turn finished", within=60)
+        await assert_acknowledged_terminal(p.pool, producer)
+        assert await turn_count(p.pool) == len(producer.acknowledged)
+        assert await has_event(p.pool, fresh, "turn.completed")
+        last = int(
+            await scalar(p.pool, "SELECT last_event_seq FROM sessions WHERE id = %s", followed)
+        )
+        await wait_until(
+            lambda: _ready(len(follower.seqs()) >= last), what="the follower caught up"
+        )
+        assert follower.seqs() == list(range(1, last + 1)), follower.err.read_text()
+        assert follower.proc.poll() is None, follower.err.read_text()
+    stop_and_assert_clean_exit(workers, pids)
+    sessions = set((await attempts_by_session(p.pool)).keys())
+    # One fault touched every session: at most one retry each.
+    await assert_checks_pass(p.workers, p.pool, dict.fromkeys(sessions, 1))
+    return Outage(
+        cpu=cpu,
+        listeners_back_s=listeners_back_s,
+        first_finish_s=await since_start(
+            p.pool,
+            "SELECT min(finished_at) FROM turns WHERE finished_at > pg_postmaster_start_time()",
+        ),
+        all_done_s=await since_start(p.pool, "SELECT max(finished_at) FROM turns"),
+    )
+
+
+async def _at_least(probe: Awaitable[int], n: int) -> bool:
+    return await probe >= n
+
+
+async def _count_is(probe: Awaitable[set[int]], n: int) -> bool:
+    return len(await probe) == n
+
+
+async def _ready(value: bool) -> bool:
+    return value
+
+
+async def test_fault_postgres_fast_restart_under_load(
+    pg_template: ThrowawayTemplate, tmp_path: Path
+) -> None:
+    """``pg_ctl restart -m fast`` mid-run: workers reconnect without crashing, every
+    acknowledged turn ends, the follower prints 1..N exactly, checks pass with at
+    most one retry per session."""
+    async with private_stint(pg_template, tmp_path) as p:
+        outage = await run_through_outage(p, "restart")
+    print(f"\nfast restart: {outage}")
+
+
+async def test_fault_postgres_crash_stop_immediate_then_start(
+    pg_template: ThrowawayTemplate, tmp_path: Path
+) -> None:
+    """``pg_ctl stop -m immediate``, 3 s down, ``start``: as for the restart, and the
+    workers wait with backoff while the server is down (no busy loop), and LISTEN
+    comes back (both listen backends reappear; a new enqueue is picked up)."""
+    async with private_stint(pg_template, tmp_path) as p:
+        outage = await run_through_outage(p, "crash")
+    print(f"\ncrash: {outage}")
+    assert_no_busy_loop(outage.cpu)
+
+
+# -- 3: the LISTEN connection is killed -----------------------------------------------
+
+
+async def test_fault_listen_backend_terminated(
+    cluster: Cluster, db: ScratchTarget, pool: Pool
+) -> None:
+    """``pg_terminate_backend`` on every ``stint-worker-listen`` backend, again and again
+    for 2 s while turns arrive: every turn is still picked up and run once, the
+    listeners reconnect (new backends), and reconnecting is no busy loop."""
+    producer = Producer(ClientStore(db.config, pool))
+    workers = [cluster.start_worker(slots=2) for _ in range(2)]
+    pids = [w.pid for w in workers]
+    first = await wait_until(lambda: _listeners(pool, 2), what="both listeners up")
+    terminated = 0
+    with cpu_meter(workers) as cpu:
+        deadline = time.monotonic() + 2.0
+        i = 0
+        while time.monotonic() < deadline:
+            rows = await fetch(
+                pool,
+                "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = %s AND datname = current_database()",
+                ROLE_LISTEN,
+            )
+            terminated += int(rows[0][0])
+            await producer.enqueue(f"flap-{i}")
+            i += 1
+            await asyncio.sleep(0.05)  # paces the fault injection; nothing waits on it
+    assert terminated >= 4, "the fault was not injected"
+    for w in workers:
+        assert await log_has(w, "listener lost its connection"), w.log_text()[-2000:]
+    again = await wait_until(lambda: _listeners(pool, 2), what="both listeners back")
+    assert not again & first, "the listeners must be new connections"
+    fresh = await producer.enqueue("after")
+    await wait_until(lambda: all_finished(pool), what="every turn finished")
+    assert await has_event(pool, fresh, "turn.completed")
+    await assert_acknowledged_terminal(pool, producer)
+    assert set((await attempts_by_session(pool)).values()) == {1}, "a lease was lost"
+    stop_and_assert_clean_exit(workers, pids)
+    await assert_checks_pass(cluster, pool, {})
+    print(f"\nlisten flapping: {terminated} backends terminated, CPU {cpu}")
+    assert_no_busy_loop(cpu)
+
+
+async def _listeners(pool: Pool, n: int) -> set[int]:
+    """The listen backends when there are exactly ``n`` (else empty)."""
+    found = await listen_pids(pool)
+    return found if len(found) == n else set()
+
+
+# -- 4a: a lock held past lock_timeout -------------------------------------------------
+
+
+async def _two_gated_sessions(producer: Producer, pool: Pool) -> tuple[UUID, UUID]:
+    """Sessions A and B, each running a turn whose effect is committed and which now
+    waits for its gate ("a", "b") without writing."""
+    a = await _gated(producer, "a")
+    b = await _gated(producer, "b")
+    for sid in (a, b):
+        await wait_until(partial(has_event, pool, sid, "tool.returned"), what="effect committed")
+    return a, b
+
+
+async def _gated(producer: Producer, gate: str) -> UUID:
+    result = await producer.client.turns_enqueue(
+        session_id=None,
+        idempotency_key=gate,
+        turn_input={"min_wait_ms": 0, "gate": gate},
+        queue_limit=16,
+    )
+    producer.acknowledged[result.turn_id] = result.session_id
+    return result.session_id
+
+
+async def test_fault_lock_timeout_on_session_row_loses_no_lease(
+    cluster: Cluster, db: ScratchTarget, pool: Pool
+) -> None:
+    """Another client holds session A's row (``FOR UPDATE``) past STINT_LOCK_TIMEOUT=0.5
+    while A's turn runs: the lease renewal waits on that row and fails as a
+    LockTimeout (logged as such); once the lock goes, renewals land again, no
+    session is lost or taken over (attempts 1) and the turns complete."""
+    worker = cluster.start_worker(slots=2, lock_timeout=0.5, lease_seconds=2)
+    producer = Producer(ClientStore(db.config, pool))
+    a, b = await _two_gated_sessions(producer, pool)
+    async with locked(db.config, "SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", a):
+        await wait_until(
+            lambda: log_has(worker, "lease renewal failed", LOCK_TIMEOUT_TEXT, "leases_renew"),
+            what="the renewal's lock timeout is logged",
+            within=5,
+        )
+        stuck_at = await lease_expiry(pool, a)
+    await wait_until(
+        lambda: _later(lease_expiry(pool, a), stuck_at), what="renewals land again", within=5
+    )
+    cluster.open_gate("a")
+    cluster.open_gate("b")
+    await wait_until(lambda: all_finished(pool), what="both turns finished")
+    await assert_acknowledged_terminal(pool, producer)
+    assert await attempts_by_session(pool) == {a: 1, b: 1}
+    assert not await log_has(worker, "lease lost"), worker.log_text()[-2000:]
+    stop_and_assert_clean_exit([worker], [worker.pid])
+    await assert_checks_pass(cluster, pool, {})
+
+
+async def _later(probe: Awaitable[Any], than: Any) -> bool:
+    value = await probe
+    return value is not None and value > than
+
+
+# -- 4a, 4b: a slot write blocked by a table lock -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lock_mode", "env", "expected"),
+    [
+        # CREATE INDEX takes SHARE: writers wait, and give up at lock_timeout.
+        ("SHARE", {"lock_timeout": 0.5}, LOCK_TIMEOUT_TEXT),
+        # ALTER TABLE takes ACCESS EXCLUSIVE; with a long lock_timeout the wait ends
+        # at statement_timeout instead (lock waits count towards it).
+        (
+            "ACCESS EXCLUSIVE",
+            {"lock_timeout": 30, "statement_timeout": 0.5},
+            STATEMENT_TIMEOUT_TEXT,
+        ),
+    ],
+    ids=["lock_timeout", "statement_timeout"],
+)
+async def test_fault_blocked_write_times_out_and_is_replayed(
+    cluster: Cluster,
+    db: ScratchTarget,
+    pool: Pool,
+    lock_mode: str,
+    env: dict[str, float],
+    expected: str,
+) -> None:
+    """A table lock on ``events`` blocks session A's turn-finish write: it fails with the
+    right classification in the log, writes nothing (the turn stays running, no
+    terminal event), and A is handed back and replayed once the lock goes, its
+    effect not run twice. Session B, not writing, keeps its lease: renewals land
+    during the lock (the lease keeper never touches ``events``) and B never retries."""
+    worker = cluster.start_worker(slots=2, lease_seconds=2, **env)
+    producer = Producer(ClientStore(db.config, pool))
+    a, b = await _two_gated_sessions(producer, pool)
+    turn_a = next(t for t, s in producer.acknowledged.items() if s == a)
+    async with locked(db.config, f"LOCK TABLE events IN {lock_mode} MODE"):
+        b_expiry = await lease_expiry(pool, b)
+        cluster.open_gate("a")
+        await wait_until(
+            lambda: log_has(worker, expected, "turns_finish"),
+            what=f"the blocked finish is logged as {expected!r}",
+            within=10,
+        )
+        await wait_until(
+            lambda: _later(lease_expiry(pool, b), b_expiry), what="B's lease renewed", within=5
+        )
+        status = await scalar(pool, "SELECT status FROM turns WHERE id = %s", turn_a)
+        assert status == "running", "a timed-out finish must write nothing"
+    cluster.open_gate("b")
+    await wait_until(lambda: all_finished(pool), what="both turns finished", within=30)
+    await assert_acknowledged_terminal(pool, producer)
+    attempts = await attempts_by_session(pool)
+    assert attempts[b] == 1
+    assert attempts[a] >= 2, "A's turn was replayed after the failed write"
+    kinds = await event_kinds(pool, a)
+    assert kinds[:3] == ["turn.started", "tool.called", "tool.returned"]
+    assert kinds.count("turn.completed") == 1 and kinds[-1] == "turn.completed"
+    assert "tool.called" not in kinds[3:], "the committed effect is replayed, not re-run"
+    assert cluster.journal_keys(a) == [f"effect-{turn_a}"]
+    stop_and_assert_clean_exit([worker], [worker.pid])
+    await assert_checks_pass(cluster, pool, {a: attempts[a] - 1})
+
+
+# -- 4c: fewer slot connections than slots ----------------------------------------------
+
+
+async def test_fault_slot_pool_smaller_than_slots(
+    cluster: Cluster, db: ScratchTarget, pool: Pool
+) -> None:
+    """STINT_POOL_MAX_SIZE=1 with --slots 4: four slots share one connection (never more
+    open), all turns complete, and no lease is lost (renewals have their own pool):
+    every turn runs once."""
+    worker = cluster.start_worker(slots=4, pool_max_size=1, lease_seconds=1)
+    producer = Producer(ClientStore(db.config, pool))
+    sessions = await producer.sessions(12, "s")
+    await producer.more_turns(sessions, "second")
+    peak_running = peak_conns = 0
+
+    async def sampled_until_done() -> bool:
+        nonlocal peak_running, peak_conns
+        rows = await fetch(
+            pool,
+            "SELECT (SELECT count(*) FROM sessions WHERE status = 'running'), "
+            "(SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+            " AND datname = current_database())",
+            "stint-worker-slot",
+        )
+        peak_running = max(peak_running, int(rows[0][0]))
+        peak_conns = max(peak_conns, int(rows[0][1]))
+        return await all_finished(pool)
+
+    await wait_until(sampled_until_done, what="all 24 turns finished", within=60)
+    assert peak_running == 4, "all four slots ran at once"
+    assert peak_conns == 1
+    await assert_acknowledged_terminal(pool, producer)
+    assert set((await attempts_by_session(pool)).values()) == {1}
+    for trouble in ("lease lost", "lease renewal failed"):
+        assert not await log_has(worker, trouble), worker.log_text()[-2000:]
+    stop_and_assert_clean_exit([worker], [worker.pid])
+    await assert_checks_pass(cluster, pool, {})
+
+
+# -- 4d: the server is out of connections ----------------------------------------------
+
+
+@asynccontextmanager
+async def small_server(tmp: Path, max_connections: int) -> AsyncIterator[Private]:
+    template = ThrowawayTemplate(settings={"max_connections": str(max_connections)})
+    try:
+        async with private_stint(template, tmp) as p:
+            yield p
+    finally:
+        template.cleanup()
+
+
+async def hog_all_connections(conninfo: str) -> list[AsyncConnection[TupleRow]]:
+    """Open connections until the server refuses one: ``too many clients``."""
+    hogs: list[AsyncConnection[TupleRow]] = []
+    while True:
+        try:
+            hogs.append(await AsyncConnection.connect(conninfo, application_name="fault-hog"))
+        except psycopg.OperationalError as exc:
+            assert "too many clients" in str(exc), exc
+            return hogs
+        assert len(hogs) < 50, "max_connections was not applied"
+
+
+async def _refusals_at_least(worker: WorkerProc, n: int) -> bool:
+    return worker.log_text().count("listener lost its connection") >= n
+
+
+async def free(hogs: list[AsyncConnection[TupleRow]], n: int) -> None:
+    for _ in range(n):
+        await hogs.pop().close()
+
+
+async def test_fault_max_connections_reached(tmp_path: Path) -> None:
+    """A server with max_connections=8 whose connections are all taken: a worker
+    starting then fails clearly (exit 1 after its connect timeout, the log names
+    the cause) and writes nothing; with just enough connections for its pools it
+    runs and its turns complete by polling while its listener cannot connect
+    (retrying with backoff, no busy loop); once one more frees, LISTEN comes back.
+    Nothing is lost."""
+    async with small_server(tmp_path, 8) as p:
+        producer = Producer(p.client)
+        sessions = await producer.sessions(4, "s")
+        hogs = await hog_all_connections(p.target.conninfo)
+        try:
+            # Full: the worker cannot open its pools and says so.
+            refused = p.workers.start_worker(slots=1, connect_timeout=1)
+            started = time.monotonic()
+            assert refused.wait(timeout=30) == 1
+            assert time.monotonic() - started < 15, "failing must not take long"
+            log = refused.log_text()
+            assert "worker cannot run" in log and "too many clients" in log, log[-2000:]
+            rows = await fetch(p.pool, "SELECT status, attempts FROM turns")
+            assert rows == [("queued", 0)] * 4, "nothing written"
+
+            # Room for the pools (slot, claim, lease) but not for the listener.
+            await free(hogs, 3)
+            worker = p.workers.start_worker(slots=1, connect_timeout=1)
+            await wait_until(
+                lambda: log_has(worker, "listener lost its connection", "too many clients"),
+                what="the listener is refused",
+            )
+            with cpu_meter([worker]) as cpu:
+                await wait_until(lambda: all_finished(p.pool), what="turns done by polling")
+                await wait_until(
+                    lambda: _refusals_at_least(worker, 5), what="the listener keeps retrying"
+                )
+            assert not await listen_pids(p.pool), "the listener had no room"
+            assert worker.proc.poll() is None
+
+            # One more connection frees: the listener gets it.
+            await free(hogs, 1)
+            await wait_until(lambda: _listeners(p.pool, 1), what="LISTEN is back", within=15)
+            await producer.enqueue("after", sessions[0])
+            await wait_until(lambda: all_finished(p.pool), what="the last turn finished")
+        finally:
+            await free(hogs, len(hogs))
+        await assert_acknowledged_terminal(p.pool, producer)
+        assert set((await attempts_by_session(p.pool)).values()) == {1}
+        stop_and_assert_clean_exit([worker], [worker.pid])
+        await assert_checks_pass(p.workers, p.pool, {})
+    print(f"\nmax_connections: CPU while the listener was refused {cpu}")
+    assert_no_busy_loop(cpu)

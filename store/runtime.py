@@ -52,9 +52,11 @@ class RuntimeStore:
         async with guarded("workers_register", self._config), self._lease.connection() as conn:
             await conn.execute(query("workers_register"), params)
 
-    async def workers_set_state(self, *, worker_id: str, state: str) -> None:
+    async def workers_set_state(self, *, worker_id: str, pid: int, state: str) -> None:
         async with guarded("workers_set_state", self._config), self._lease.connection() as conn:
-            await conn.execute(query("workers_set_state"), {"id": worker_id, "state": state})
+            await conn.execute(
+                query("workers_set_state"), {"id": worker_id, "pid": pid, "state": state}
+            )
 
     async def sessions_claim(
         self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
@@ -71,12 +73,13 @@ class RuntimeStore:
         return [Claim(session_id=sid, owner=owner, epoch=epoch) for sid, epoch in rows]
 
     async def leases_renew(
-        self, *, owner: str, claims: Sequence[Claim], lease_seconds: float
+        self, *, owner: str, pid: int, claims: Sequence[Claim], lease_seconds: float
     ) -> dict[UUID, ControlRequest | None]:
         """Renew all leases in one statement; returns the sessions still ours, each
         with the control request waiting for it, if any."""
         params = {
             "owner": owner,
+            "pid": pid,
             "session_ids": [c.session_id for c in claims],
             "epochs": [c.epoch for c in claims],
             "lease_seconds": lease_seconds,

@@ -105,7 +105,7 @@ class Worker:
                 task.cancel()
             await asyncio.gather(*services, return_exceptions=True)
             try:
-                await store.workers_set_state(worker_id=self.id, state="stopped")
+                await store.workers_set_state(worker_id=self.id, pid=os.getpid(), state="stopped")
             except StoreError as exc:
                 log.warning("could not mark worker stopped: %s", exc)
             for pool in self._pools:
@@ -168,7 +168,7 @@ class Worker:
             stopping=self._stop.is_set,
         )
         backoff = Backoff()
-        while True:
+        while not self._stop.is_set():
             free = s.slots - len(self.held)
             if free > 0 and self.may_write():
                 try:
@@ -200,8 +200,11 @@ class Worker:
         self._wake.set()
 
     async def _sleep_or_wake(self, seconds: float) -> None:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+        # that races with the event (cpython#86296), and the worker would not stop.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout=seconds)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
         self._wake.clear()
 
     # -- lease keeper --------------------------------------------------------
@@ -213,13 +216,17 @@ class Worker:
         while True:
             # A control NOTIFY renews at once: the renewal also reads the request.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._renew_now.wait(), timeout=interval)
+                async with asyncio.timeout(interval):
+                    await self._renew_now.wait()
             self._renew_now.clear()
             snapshot = list(self.held.values())
             sent_at = loop.time()
             try:
                 kept = await self.store.leases_renew(
-                    owner=self.id, claims=[h.claim for h in snapshot], lease_seconds=s.lease_seconds
+                    owner=self.id,
+                    pid=os.getpid(),
+                    claims=[h.claim for h in snapshot],
+                    lease_seconds=s.lease_seconds,
                 )
             except StoreError as exc:
                 log.warning("lease renewal failed: %s", exc)
@@ -305,6 +312,6 @@ class Worker:
 
     async def _set_state(self, store: RuntimeStore, state: str) -> None:
         try:
-            await store.workers_set_state(worker_id=self.id, state=state)
+            await store.workers_set_state(worker_id=self.id, pid=os.getpid(), state=state)
         except StoreError as exc:
             log.warning("could not mark worker %s: %s", state, exc)

@@ -84,6 +84,9 @@ class TurnContext:
         self._claim = claim
         self._steps = steps
         self._may_write = may_write
+        # Steps this attempt recorded started (or found started) and has not yet
+        # committed or marked unknown, with the tool's reconcile for each.
+        self._open: dict[str, tuple[str, str, Callable[[], Awaitable[Reconciled]]]] = {}
 
     async def emit(self, payload: Mapping[str, Any], *, kind: str = "message") -> int:
         """Append an event to the session log; returns its seq."""
@@ -164,6 +167,7 @@ class TurnContext:
                 return recorded.result
             if recorded.status == "unknown":
                 raise UnknownEffect(f"step {key!r} has an unknown effect")
+            self._open[key] = (kind, digest, reconcile)
             found = await reconcile()
             if found.verdict is Verdict.DONE:
                 await self._finish(key, kind, digest, found.result, reconciled=True)
@@ -182,6 +186,7 @@ class TurnContext:
                 events=[called],
             )
             self._steps[key] = StepRecord(key, kind, "started", digest, None)
+            self._open[key] = (kind, digest, reconcile)
             failpoint("after_step_started")
         self._guard()
         try:
@@ -193,6 +198,20 @@ class TurnContext:
         await self._finish(key, kind, digest, result, reconciled=False)
         failpoint("after_step_commit")
         return result
+
+    async def settle_open_steps(self) -> None:
+        """The turn is ending without a retry: no step may stay ``started``.
+
+        Each open step is reconciled by its tool: done → committed with what the
+        tool found; otherwise → ``unknown`` with an ``effect.unknown`` event. A
+        later attempt would have done the same, but a finished turn has none.
+        """
+        for key, (kind, digest, reconcile) in list(self._open.items()):
+            found = await reconcile()
+            if found.verdict is Verdict.DONE:
+                await self._finish(key, kind, digest, found.result, reconciled=True)
+            else:
+                await self._mark_unknown(key, "the turn ended before this step committed")
 
     async def _finish(
         self, key: str, kind: str, digest: str, result: Any, *, reconciled: bool
@@ -207,6 +226,7 @@ class TurnContext:
             events=[(f"{kind}.returned", {"step_key": key, "reconciled": reconciled})],
         )
         self._steps[key] = StepRecord(key, kind, "committed", digest, result)
+        self._open.pop(key, None)
 
     async def _mark_unknown(self, key: str, reason: str) -> None:
         self._guard()
@@ -218,3 +238,4 @@ class TurnContext:
             result=None,
             events=[("effect.unknown", {"step_key": key, "reason": reason})],
         )
+        self._open.pop(key, None)

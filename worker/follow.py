@@ -26,16 +26,27 @@ log = logging.getLogger("stint.follow")
 _RECHECK_SECONDS = 1.0
 
 
+class _Cursor:
+    """The last emitted seq, advanced event by event.
+
+    A catch-up can fail half-way (the connection drops between two batches);
+    the cursor must still say what was emitted, or the resume prints it again.
+    """
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+
+
 async def _catch_up(
-    client: ClientStore, session_id: UUID, cursor: int, emit: Callable[[dict[str, Any]], None]
-) -> int:
+    client: ClientStore, session_id: UUID, cursor: _Cursor, emit: Callable[[dict[str, Any]], None]
+) -> None:
     while True:
-        batch = await client.events_after(session_id=session_id, after=cursor)
+        batch = await client.events_after(session_id=session_id, after=cursor.seq)
         for event in batch:
             emit(event.as_json())
-            cursor = event.seq
+            cursor.seq = event.seq
         if not batch:
-            return cursor
+            return
 
 
 async def follow_events(
@@ -49,9 +60,12 @@ async def follow_events(
 ) -> int:
     """Emit events with seq > after; with ``follow``, keep going until cancelled.
     Returns the last emitted seq."""
-    cursor = await _catch_up(client, session_id, after, emit)
+    cursor = _Cursor(after)
     if not follow:
-        return cursor
+        await _catch_up(client, session_id, cursor, emit)
+        return cursor.seq
+    # Following, the first catch-up runs inside the retry loop too (after LISTEN):
+    # a connection lost during it must resume like any later one, not end the follower.
     backoff = Backoff()
     wanted = str(session_id)
     while True:
@@ -60,12 +74,12 @@ async def follow_events(
                 config, channels=[config.events_channel], role=ROLE_CLI
             ) as listener:
                 backoff.reset()
-                cursor = await _catch_up(client, session_id, cursor, emit)
+                await _catch_up(client, session_id, cursor, emit)
                 while True:
                     async for _, payload in listener.notifications(listen_seconds=_RECHECK_SECONDS):
                         if payload == wanted:
                             break
-                    cursor = await _catch_up(client, session_id, cursor, emit)
+                    await _catch_up(client, session_id, cursor, emit)
         except StoreError as exc:
-            log.warning("follow: connection lost, resuming after seq %d (%s)", cursor, exc)
+            log.warning("follow: connection lost, resuming after seq %d (%s)", cursor.seq, exc)
             await asyncio.sleep(backoff.next_delay())

@@ -165,6 +165,14 @@ class SessionRunner:
             steps=steps,
             may_write=self._may_write,
         )
+        outcome = await self._outcome(held, turn, ctx)
+        if outcome is not None:
+            await ctx.settle_open_steps()  # the turn ends: no step may stay started
+        return outcome
+
+    async def _outcome(self, held: Held, turn: TurnStart, ctx: TurnContext) -> Outcome | None:
+        """Run the harness under the turn's time limit; map how it ended."""
+        claim = held.claim
         limit = turn.timeout_seconds or self._limits.turn_timeout
         deadline = asyncio.timeout(limit)
         held.in_harness = True

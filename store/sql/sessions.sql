@@ -36,7 +36,9 @@ WITH renewed AS (
       AND s.lease_epoch = held.epoch
     RETURNING s.id, s.control, s.control_turn_id, s.control_reason
 ), beat AS (
-    UPDATE workers SET heartbeat_at = now() WHERE id = %(owner)s
+    -- Keyed by pid too: a process restarted under the same worker id owns the row,
+    -- and a stale process with that id can no longer touch it.
+    UPDATE workers SET heartbeat_at = now() WHERE id = %(owner)s AND pid = %(pid)s
 )
 SELECT id, control, control_turn_id, control_reason FROM renewed
 

@@ -11,7 +11,7 @@ UPDATE workers
 SET state = %(state)s,
     stopped_at = CASE WHEN %(state)s = 'stopped' THEN now() END,
     heartbeat_at = now()
-WHERE id = %(id)s
+WHERE id = %(id)s AND pid = %(pid)s
 
 -- name: workers_list
 SELECT w.id, w.state, w.slots, w.pid, w.host, w.version, w.pins,

@@ -153,7 +153,7 @@ async def test_stale_owner_is_fenced_and_writes_nothing(
         )
     with pytest.raises(LeaseLost):
         await runtime.sessions_release(old, turn_id=turn.turn_id)
-    assert await runtime.leases_renew(owner="a", claims=[old], lease_seconds=30) == {}
+    assert await runtime.leases_renew(owner="a", pid=1, claims=[old], lease_seconds=30) == {}
     assert await _count(pool, "events") == events_before
     assert await _count(pool, "steps") == 0
     retry = await runtime.turns_begin(new)

@@ -263,6 +263,9 @@ class FaultProxy:
                         link.close()
                     return
                 await queue.put((loop.time() + self._chunk_delay(), data))
+        except BaseException:
+            link.abort()  # cancelled by stop(), or a bug: never leave the other side hanging
+            raise
         finally:
             if not deliver.done():
                 deliver.cancel()
@@ -280,14 +283,13 @@ class FaultProxy:
             wait = due - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)
-            if self._silenced(link) or link.aborted:
-                continue
-            dst.write(data)
+            if self._silenced(link) or link.aborted or dst.transport.is_closing():
+                continue  # keep taking chunks so that the reader never blocks
             try:
+                dst.write(data)
                 await dst.drain()
-            except OSError:
+            except (OSError, RuntimeError):  # uvloop raises RuntimeError once closed
                 link.abort()
-                return
 
 
 async def _swallow(reader: asyncio.StreamReader) -> None:

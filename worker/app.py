@@ -26,6 +26,7 @@ from store.models import Claim
 from store.pool import Pool, open_pool
 from store.runtime import RuntimeStore
 from worker.backoff import Backoff
+from worker.cancelling import cancel_and_wait
 from worker.failpoints import failpoint
 from worker.harness import Harness
 from worker.runner import Held, Limits, SessionRunner
@@ -90,20 +91,16 @@ class Worker:
             s.pins or "none",
         )
         services = [
-            asyncio.create_task(self._service("claimer", self._claim_loop)),
-            asyncio.create_task(self._service("lease keeper", self._lease_loop)),
-            asyncio.create_task(self._service("listener", self._listen_loop)),
+            asyncio.create_task(self._service("claimer", self._claim_loop), name="claimer"),
+            asyncio.create_task(self._service("lease keeper", self._lease_loop), name="lease"),
+            asyncio.create_task(self._service("listener", self._listen_loop), name="listener"),
         ]
         try:
             await self._stop.wait()
-            claimer = services[0]
-            claimer.cancel()
-            await asyncio.gather(claimer, return_exceptions=True)
+            await cancel_and_wait(services[:1])  # the claimer: no new claims
             await self._drain(store)
         finally:
-            for task in services:
-                task.cancel()
-            await asyncio.gather(*services, return_exceptions=True)
+            await cancel_and_wait(services)
             try:
                 await store.workers_set_state(worker_id=self.id, pid=os.getpid(), state="stopped")
             except StoreError as exc:
@@ -237,7 +234,8 @@ class Worker:
                 if self.held.get(held.claim.session_id) is not held:
                     continue  # finished meanwhile
                 if held.claim.session_id not in kept:
-                    self._lose(held)
+                    if not held.releasing:  # a release can commit before this renewal
+                        self._lose(held)
                     continue
                 control = kept[held.claim.session_id]
                 if control is not None and control != held.control:
@@ -287,10 +285,7 @@ class Worker:
             finished.cancel()
             skip.cancel()
         remaining = [h for h in self.held.values() if h.task is not None and not h.task.done()]
-        for held in remaining:
-            assert held.task is not None
-            held.task.cancel()
-        await asyncio.gather(*(h.task for h in remaining if h.task), return_exceptions=True)
+        await cancel_and_wait(h.task for h in remaining if h.task is not None)
         for held in remaining:
             if held.lost:
                 continue

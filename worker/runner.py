@@ -49,6 +49,9 @@ class Held:
     in_harness: bool = False
     control: ControlRequest | None = None
     lost: bool = field(default=False)
+    # Set while a write that may give the lease up is in flight (finish, park,
+    # hand-back): a renewal that no longer finds the session is then not a loss.
+    releasing: bool = False
 
     def stop_turn(self, control: ControlRequest) -> None:
         """An operator asked to stop a turn: cancel the harness if it runs that turn."""
@@ -103,6 +106,7 @@ class SessionRunner:
                     raise LeaseExpired(f"session {claim.session_id}: worker fenced itself")
                 turn = None if self._stopping() else await self._store.turns_begin(claim)
                 if turn is None:
+                    held.releasing = True
                     await self._store.sessions_release(claim)
                     return
                 held.turn_id = turn.turn_id
@@ -118,6 +122,7 @@ class SessionRunner:
                     if outcome is None:
                         return  # parked: the lease is released, the slot is free
                     turns += 1
+                    held.releasing = True  # finishing releases the lease when nothing is queued
                     finished = await self._store.turns_finish(
                         claim,
                         turn_id=turn.turn_id,
@@ -131,6 +136,7 @@ class SessionRunner:
                     failpoint("after_turn_finish")
                 if not finished.still_held:
                     return
+                held.releasing = False
         except (LeaseLost, LeaseExpired) as exc:
             held.lost = True
             log.warning("session %s: lease lost, stopping its slot (%s)", claim.session_id, exc)
@@ -182,6 +188,7 @@ class SessionRunner:
             json.dumps(output)
         except Parked as parked:
             held.in_harness = False
+            held.releasing = True
             await self._store.turns_park(
                 claim,
                 turn_id=turn.turn_id,
@@ -218,6 +225,7 @@ class SessionRunner:
 
     async def _give_back(self, held: Held) -> None:
         held.lost = True
+        held.releasing = True
         try:
             await self._store.sessions_release(held.claim, turn_id=held.turn_id, reason="error")
         except StoreError as exc:

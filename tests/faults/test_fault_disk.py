@@ -120,8 +120,14 @@ async def test_fault_full_disk_never_commits_an_effect_without_its_journal_line(
     before = journal_bytes(cluster, crossing)
     assert len(before) == per_page * line and len(before) + line > PAGE
 
+    # A probe file shaped like that journal shows what the disk does to such a
+    # line once it is full: a short write (the line torn), then ENOSPC.
+    probe = small_disk / "probe"
+    probe.write_bytes(b"x" * len(before))
     filler = small_disk / "filler"
     assert fill(filler) > 0
+    with probe.open("ab", buffering=0) as torn:
+        assert torn.write(b"y" * line) == PAGE - len(before)
     await enqueue(client, crossing, "c-full")
     fresh = await enqueue(client, None, "f-full")  # a new journal file on the full disk
     await wait_until(lambda: finished(pool, per_page + 2), what="the turns on a full disk")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -38,6 +39,7 @@ HARNESS = f"{__name__}:gate_then_effect"
 RENEWAL_FAILED = "lease renewal failed"
 SELF_FENCED = "leases not renewed in time"  # LeaseExpired's message: the in-process fence
 REFUSE_SECONDS = 6.0
+DRAIN_LIMIT = 40.0  # nothing runs when these tests stop a worker: draining is immediate
 
 
 # -- a harness whose effect comes after its gate ----------------------------------
@@ -86,6 +88,12 @@ async def proxy(db: ScratchTarget) -> AsyncIterator[FaultProxy]:
         await fault.stop()
 
 
+@pytest.fixture(autouse=True)
+def stack_dumps(cluster: Cluster) -> None:
+    """Workers started by these tests dump their stacks on SIGABRT (see ``stop``)."""
+    cluster.env["PYTHONFAULTHANDLER"] = "1"
+
+
 def via(proxy: FaultProxy, db: ScratchTarget) -> str:
     """The test database's conninfo, pointed at the proxy."""
     params = {k: str(v) for k, v in conninfo_to_dict(db.conninfo).items() if v is not None}
@@ -129,14 +137,24 @@ async def assert_checks_pass(pool: Pool, cluster: Cluster, **kwargs: Any) -> Non
 
 
 async def stop(worker: WorkerProc) -> None:
+    """SIGTERM (drain) and expect exit 0; a worker still there after DRAIN_LIMIT is
+    sent SIGABRT so that faulthandler writes its stacks into its log."""
     worker.signal(signal.SIGTERM)
-    assert await asyncio.to_thread(worker.wait) == 0, worker.log_text()[-3000:]
+    try:
+        code = await asyncio.to_thread(worker.wait, DRAIN_LIMIT)
+    except subprocess.TimeoutExpired as exc:
+        worker.signal(signal.SIGABRT)
+        await asyncio.to_thread(worker.wait, 10)
+        raise AssertionError(
+            f"worker did not drain in {DRAIN_LIMIT}s:\n{worker.log_text()[-20000:]}"
+        ) from exc
+    assert code == 0, worker.log_text()[-3000:]
 
 
 async def worker_id(pool: Pool, worker: WorkerProc) -> str:
-    async def registered() -> str | None:
+    async def registered() -> str:
         rows = await fetch(pool, "SELECT id FROM workers WHERE pid = %s", worker.pid)
-        return str(rows[0][0]) if rows else None
+        return str(rows[0][0]) if rows else ""
 
     return await wait_until(registered, what=f"worker {worker.pid} registered")
 
@@ -181,7 +199,7 @@ async def test_fault_delay_with_jitter_below_renewal_causes_no_lease_loss(
     assert "lease lost" not in log and RENEWAL_FAILED not in log, log[-3000:]
     for sid in sessions:
         assert len(cluster.journal_keys(sid)) == 3
-    await stop(worker)
+    await stop(worker)  # drains over the slow link too
     await assert_checks_pass(pool, cluster, faults={})
 
 
@@ -305,8 +323,11 @@ async def test_fault_reset_connections_mid_run_completes_every_turn_once(
         keys = cluster.journal_keys(sid)
         assert len(keys) == len(set(keys)) == 3, keys
     assert await fetch(pool, "SELECT DISTINCT status FROM steps") == [("committed",)]
-    # The resets reached the worker: its always-open LISTEN connection broke each time.
-    assert worker.log_text().count("listener lost its connection") >= resets
+    # The resets reached the worker: its always-open LISTEN connection broke each
+    # time, and running turns found their pooled connections gone.
+    log = worker.log_text()
+    assert log.count("listener lost its connection") >= resets
+    assert "store failed, giving it back" in log
     await stop(worker)
     await assert_checks_pass(pool, cluster)
     print(f"reset: max attempts {max(a for _, a in states)}")
@@ -376,3 +397,41 @@ async def test_fault_refused_connections_are_retried_with_backoff_until_they_pas
         f"refuse: {tries} failures ({listener_tries} listener) in {refused_for:.1f}s, "
         f"recovered {recovery:.2f}s after heal"
     )
+
+
+# -- races between the lease keeper, releases and shutdown -------------------------
+
+
+async def test_fault_release_racing_a_renewal_is_not_reported_as_lease_lost(
+    cluster: Cluster, db: ScratchTarget, pool: Pool, proxy: FaultProxy
+) -> None:
+    """Many single-turn sessions over a jittery link: each release of a session can
+    cross a lease renewal on another connection. A released session is not a lost
+    lease, so the worker must never log "lease lost" here (epochs never move)."""
+    proxy.set_mode("delay", delay_ms=50, jitter_ms=45)
+    worker = cluster.start_worker(slots=4, database_url=via(proxy, db), lease_seconds=1.5)
+    await enqueue(ClientStore(db.config, pool), 48, {"min_wait_ms": 50})
+    await wait_until(lambda: finished(pool, 48), what="48 turns finished", within=90)
+    assert await turn_states(pool) == [("succeeded", 1)] * 48
+    assert await fetch(pool, "SELECT DISTINCT lease_epoch FROM sessions") == [(1,)]
+    await stop(worker)
+    lost = [line for line in worker.log_text().splitlines() if "lease lost" in line]
+    assert not lost, lost[:5]
+
+
+async def test_fault_sigterm_over_a_slow_link_still_exits(
+    cluster: Cluster, db: ScratchTarget, pool: Pool, proxy: FaultProxy
+) -> None:
+    """An idle worker 200 ms away from PostgreSQL (so that marking itself draining
+    overlaps a lease renewal on the lease pool's single connection) drains and
+    exits 0 on SIGTERM: cancelling the lease keeper is never swallowed."""
+    proxy.set_mode("delay", delay_ms=200)
+    worker = cluster.start_worker(slots=2, database_url=via(proxy, db))
+    wid = await worker_id(pool, worker)
+
+    async def renewed() -> bool:
+        rows = await fetch(pool, "SELECT heartbeat_at > started_at FROM workers WHERE id = %s", wid)
+        return bool(rows[0][0])
+
+    await wait_until(renewed, what="a first lease renewal")
+    await stop(worker)

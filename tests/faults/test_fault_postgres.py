@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -32,13 +32,15 @@ from psycopg.rows import TupleRow
 
 from store.client import ClientStore
 from store.config import ROLE_CLI, ROLE_LISTEN, StoreConfig
-from store.errors import StoreError
+from store.errors import ConnectionFailed, StoreError
+from store.models import Event
 from store.pool import Pool, open_pool
 from store.scratch import ScratchDatabases, ScratchTarget
 from store.throwaway import ThrowawayCluster, ThrowawayTemplate
 from tests.polling import wait_until
 from tests.workers import Cluster, WorkerProc, fetch
 from worker.checks import run_checks
+from worker.follow import follow_events
 
 SHORT_TURN: dict[str, object] = {"min_wait_ms": 200}
 # Busy-looping burns a whole core (~1 CPU-second per second); a worker that waits
@@ -706,3 +708,69 @@ async def test_fault_max_connections_reached(tmp_path: Path) -> None:
         await assert_checks_pass(p.workers, p.pool, {})
     print(f"\nmax_connections: CPU while the listener was refused {cpu}")
     assert_no_busy_loop(cpu)
+
+
+# -- the follower's cursor across a failed catch-up ---------------------------------------
+
+
+class ScriptedEvents(ClientStore):
+    """Reads the real event log, except that call n does ``script[n]``: "empty" (the
+    log looks empty), "fail" (the connection drops, between two catch-up batches)."""
+
+    def __init__(self, config: StoreConfig, pool: Pool, script: list[str]) -> None:
+        super().__init__(config, pool)
+        self.script = script
+        self.calls = 0
+
+    async def events_after(self, *, session_id: UUID, after: int, limit: int = 500) -> list[Event]:
+        action = self.script[self.calls] if self.calls < len(self.script) else "real"
+        self.calls += 1
+        if action == "empty":
+            return []
+        if action == "fail":
+            raise ConnectionFailed("injected: connection lost between two batches")
+        return await super().events_after(session_id=session_id, after=after, limit=limit)
+
+
+@pytest.mark.parametrize(
+    "script",
+    [["real", "fail"], ["empty", "real", "fail"]],
+    ids=["during_the_first_catch_up", "during_a_later_catch_up"],
+)
+async def test_fault_follower_resumes_after_the_last_emitted_seq(
+    db: ScratchTarget, pool: Pool, script: list[str]
+) -> None:
+    """``tail --follow`` whose catch-up emits a batch and then loses the connection
+    before its next read keeps following and resumes after the last *emitted* seq:
+    1..3 once each. (Through a real restart this window is hit only now and then;
+    here it is hit every time, in the first catch-up and in a later one.)"""
+    client = ScriptedEvents(db.config, pool, script)
+    sid = await client.sessions_create()
+    async with pool.connection() as conn:
+        await conn.execute(
+            "INSERT INTO events (session_id, seq, kind) "
+            "SELECT %s, g, 'message' FROM generate_series(1, 3) AS g",
+            (sid,),
+        )
+    emitted: list[int] = []
+    task = asyncio.create_task(
+        follow_events(
+            client,
+            db.config,
+            session_id=sid,
+            after=0,
+            follow=True,
+            emit=lambda event: emitted.append(int(event["seq"])),
+        )
+    )
+    try:
+        await wait_until(
+            lambda: _ready(task.done() or client.calls >= len(script) + 2),
+            what="the follower resumed and read again",
+        )
+        assert not task.done(), task.exception()
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+    assert emitted == [1, 2, 3]

@@ -80,6 +80,7 @@ class Samples:
     interval_s: float
     peak_sum_rss_mib: float | None
     peak_rss_mib_per_worker: list[float]
+    peak_uss_mib_per_worker: list[float]
     worker_cpu_seconds: float | None
     max_threads_per_worker: int | None
     max_fds_per_worker: int | None

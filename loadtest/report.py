@@ -83,6 +83,9 @@ def _summary_row(cases: list[dict[str, Any]]) -> dict[str, Any]:
         "peak_rss_mib_per_worker_max": _most(
             v for c in cases for v in (_sample(c, "peak_rss_mib_per_worker") or [])
         ),
+        "peak_uss_mib_per_worker_max": _most(
+            v for c in cases for v in (_sample(c, "peak_uss_mib_per_worker") or [])
+        ),
         "worker_cpu_seconds": _span(_sample(c, "worker_cpu_seconds") for c in cases),
         "idle_drain_s": _span(c.get("idle_drain_s") for c in cases),
         "pg_peak_memory_mib_max": _most(_sample(c, "pg_peak_memory_mib") for c in cases),
@@ -183,9 +186,9 @@ def _detail_table(summary: list[dict[str, Any]]) -> list[str]:
     lines = [
         f"| Workers {_X} slots each | Sessions | Tool wait | Reps passed "
         "| Physical limit turns/s "
-        "| End-to-end p95 (cold) | Peak RSS per worker | DB connections per worker "
-        "| Idle drain | PostgreSQL peak memory |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| End-to-end p95 (cold) | Peak RSS per worker | Peak USS per worker "
+        "| DB connections per worker | Idle drain | PostgreSQL peak memory |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in summary:
         cells = [
@@ -196,6 +199,7 @@ def _detail_table(summary: list[dict[str, Any]]) -> list[str]:
             f"{row['physical_limit_turns_per_s']:.2f}",
             _fmt(row["cold"]["e2e_p95_s"], 2, "s"),
             _one(row["peak_rss_mib_per_worker_max"], 0, "MiB"),
+            _one(row["peak_uss_mib_per_worker_max"], 0, "MiB"),
             _one(row["db_connections_per_worker_max"], 1),
             _fmt(row["idle_drain_s"], 2, "s"),
             _one(row["pg_peak_memory_mib_max"], 0, "MiB"),
@@ -302,6 +306,9 @@ def render_markdown(matrix: dict[str, Any]) -> str:
         "- Peak sum worker RSS is the sampled sum across worker processes and includes shared "
         "mappings; do not divide it by workers and call it a per-worker bound. It excludes "
         "PostgreSQL, tools in other processes and the filesystem cache.",
+        "- Peak USS per worker is the memory only that worker maps (its heap and private "
+        "pages): what one more worker adds on a host that already runs one; the shared "
+        "libraries (Python, libpq, OpenSSL, pydantic-core) are counted once per host.",
         "- Processes are sampled every 100 ms, so short peaks can be missed.",
         f"- Physical limit = sessions / (waves {_X} tool wait): "
         "every slot busy back to back. "

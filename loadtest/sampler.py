@@ -1,6 +1,8 @@
 """Sample worker processes and the database every 100 ms during a load case.
 
-Per worker: RSS, CPU seconds, threads, open file descriptors (psutil). From the
+Per worker: RSS, USS (memory no other process shares: what one more worker
+really costs, since RSS also counts the shared libraries' pages), CPU seconds,
+threads, open file descriptors (psutil). From the
 database: sessions running now and worker connections open now. From the
 PostgreSQL backend: its cgroup memory peak when the backend can tell. Short
 peaks between samples can be missed; the report says so.
@@ -30,6 +32,7 @@ _MIB = 2**20
 class _Worker:
     handle: psutil.Process
     peak_rss: int = 0
+    peak_uss: int = 0
     max_threads: int = 0
     max_fds: int = 0
 
@@ -68,6 +71,7 @@ class Sampler:
             interval_s=INTERVAL_S,
             peak_sum_rss_mib=round(self.peak_sum_rss / _MIB, 1) if self.peak_sum_rss else None,
             peak_rss_mib_per_worker=[round(w.peak_rss / _MIB, 1) for w in self.workers],
+            peak_uss_mib_per_worker=[round(w.peak_uss / _MIB, 1) for w in self.workers],
             worker_cpu_seconds=None,  # the runner measures it exactly (rusage of reaped workers)
             max_threads_per_worker=max((w.max_threads for w in self.workers), default=None),
             max_fds_per_worker=max((w.max_fds for w in self.workers), default=None),
@@ -93,13 +97,14 @@ class Sampler:
         for worker in self.workers:
             try:
                 with worker.handle.oneshot():
-                    rss = worker.handle.memory_info().rss
+                    memory = worker.handle.memory_full_info()
                     worker.max_threads = max(worker.max_threads, worker.handle.num_threads())
                     worker.max_fds = max(worker.max_fds, worker.handle.num_fds())
             except psutil.Error:
                 continue  # exited (draining) or not yet started
-            worker.peak_rss = max(worker.peak_rss, rss)
-            total += rss
+            worker.peak_rss = max(worker.peak_rss, memory.rss)
+            worker.peak_uss = max(worker.peak_uss, memory.uss)
+            total += memory.rss
         self.peak_sum_rss = max(self.peak_sum_rss, total)
 
     async def _sample_database(self) -> None:

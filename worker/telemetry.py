@@ -1,9 +1,10 @@
 """Telemetry at one seam: the span names Stint emits and the helper that opens them.
 
 Without a configured SDK the OpenTelemetry API hands out non-recording spans,
-so this costs next to nothing. ``setup_tracing`` installs the SDK with a
-console exporter when ``OTEL_TRACES_EXPORTER=console``; any other exporter is
-left to an OpenTelemetry distribution that configures the global provider.
+so this costs next to nothing (the SDK is not even imported). ``setup_tracing``
+installs the SDK with a console exporter when ``OTEL_TRACES_EXPORTER=console``;
+any other exporter is left to an OpenTelemetry distribution that configures the
+global provider.
 Span attributes carry ids and statuses only, never inputs, URLs or secrets.
 """
 
@@ -14,8 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
 __all__ = ["SPAN_CLAIM", "SPAN_TURN", "setup_tracing", "span"]
 
@@ -36,6 +35,11 @@ def setup_tracing() -> None:
     """Install the SDK with a console exporter when asked to (see module doc)."""
     if os.environ.get("OTEL_TRACES_EXPORTER", "") != "console":
         return
+    # Imported here: the SDK (and the psutil it pulls in) costs a worker several
+    # MiB of memory that an untraced worker should not pay.
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
     trace.set_tracer_provider(provider)

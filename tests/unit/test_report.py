@@ -55,6 +55,7 @@ def _samples(sum_rss: float, per_worker: list[float], cpu: float, pg: float | No
         interval_s=0.1,
         peak_sum_rss_mib=sum_rss,
         peak_rss_mib_per_worker=per_worker,
+        peak_uss_mib_per_worker=[v / 2 for v in per_worker],
         worker_cpu_seconds=cpu,
         max_threads_per_worker=8,
         max_fds_per_worker=40,
@@ -154,6 +155,7 @@ def test_ranges_are_min_max_over_reps_and_skip_nulls() -> None:
     assert row["cold"]["e2e_p95_s"] == [3.45, 3.5]
     assert row["peak_sum_rss_mib"] == [442.4, 449.0]
     assert row["peak_rss_mib_per_worker_max"] == 230.0
+    assert row["peak_uss_mib_per_worker_max"] == 115.0
     assert row["worker_cpu_seconds"] == [3.88, 4.19]
     assert row["idle_drain_s"] == [0.07, 0.51]
     assert row["pg_peak_memory_mib_max"] == 114.0
@@ -168,6 +170,7 @@ def test_unmeasured_figures_stay_null() -> None:
     for key in (
         "peak_sum_rss_mib",
         "peak_rss_mib_per_worker_max",
+        "peak_uss_mib_per_worker_max",
         "worker_cpu_seconds",
         "idle_drain_s",
         "pg_peak_memory_mib_max",

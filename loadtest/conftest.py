@@ -9,6 +9,7 @@ into a failure, for release pipelines.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -119,7 +120,7 @@ def pytest_terminal_summary(terminalreporter: TerminalReporter, config: Config) 
 def load_session(request: pytest.FixtureRequest) -> Iterator[LoadSession]:
     """Runs the cases one after another and writes the matrix report at the end."""
     config = request.config
-    command = " ".join(["pytest", *config.invocation_params.args])
+    command = shlex.join(["pytest", *config.invocation_params.args])
     session = LoadSession(
         Path(str(config.getoption("--report-dir"))).resolve(),
         command=command,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,7 +72,7 @@ async def test_soak_random_faults_lose_and_duplicate_nothing(
         report = await soak.judge(pool, workspace / "journals")
         timings = await ClientStore(target.config, pool).turns_timings()
         figures = soak.figures(report, len(timings), time.monotonic() - started)
-        command = " ".join(["pytest", *request.config.invocation_params.args])
+        command = shlex.join(["pytest", *request.config.invocation_params.args])
         write_reliability(
             figures, command=command, generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         )

@@ -190,8 +190,10 @@ class RuntimeStore:
 
     async def turns_park(
         self, claim: Claim, *, turn_id: UUID, step_key: str, digest: str, question: Any
-    ) -> None:
-        """Park the turn on a question: the lease is released, the slot is free."""
+    ) -> ControlRequest | None:
+        """Park the turn on a question: the lease is released, the slot is free.
+        Returns the cancel or interrupt already requested for this turn instead,
+        having parked nothing: the caller ends the turn as asked."""
         params = {
             **self._fence(claim),
             "turn_id": turn_id,
@@ -205,6 +207,8 @@ class RuntimeStore:
             row = await cur.fetchone()
         if row is None:
             raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="turns_park")
+        parked, action, reason = row
+        return None if parked else ControlRequest(action, turn_id, reason)
 
     async def sessions_release(
         self, claim: Claim, *, turn_id: UUID | None = None, reason: str = "released"

@@ -189,14 +189,17 @@ class SessionRunner:
         except Parked as parked:
             held.in_harness = False
             held.releasing = True
-            await self._store.turns_park(
+            requested = await self._store.turns_park(
                 claim,
                 turn_id=turn.turn_id,
                 step_key=parked.step_key,
                 digest=parked.digest,
                 question=parked.question,
             )
-            return None
+            if requested is None:
+                return None
+            held.releasing = False  # not parked: a cancel or interrupt came first
+            return _stopped(requested)
         except asyncio.CancelledError:
             control = held.control
             if held.lost or control is None or control.turn_id != turn.turn_id:

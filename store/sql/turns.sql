@@ -101,18 +101,28 @@ SELECT queued_turns, still_held FROM fence
 -- name: turns_park
 -- Under the lease: the turn waits for an answer. Record the question as a
 -- started 'answer' step, park the turn and the session, release the lease
--- (the slot is free at once) and announce approval.requested.
-WITH fence AS (
-    UPDATE sessions
-    SET last_event_seq   = last_event_seq + 1,
+-- (the slot is free at once) and announce approval.requested. A cancel or
+-- interrupt already requested for this turn wins: nothing is parked and the
+-- request comes back, so the worker ends the turn instead of losing it.
+-- ``held`` locks the row and reads its latest version (a control committed
+-- while this statement waited is seen), so the choice is made on one version.
+WITH held AS (
+    SELECT id, control, control_turn_id, control_reason
+    FROM sessions
+    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    FOR UPDATE
+), fence AS (
+    UPDATE sessions s
+    SET last_event_seq   = s.last_event_seq + 1,
         status           = 'parked',
         ready_at         = NULL,
         lease_owner      = NULL,
         lease_expires_at = NULL,
         updated_at       = now()
-    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    FROM held
+    WHERE s.id = held.id AND held.control_turn_id IS DISTINCT FROM %(turn_id)s
       AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
-    RETURNING last_event_seq
+    RETURNING s.last_event_seq
 ), asked AS (
     INSERT INTO steps (session_id, turn_id, step_key, kind, status, request_digest, lease_epoch)
     SELECT %(session_id)s, %(turn_id)s, %(step_key)s, 'answer', 'started', %(digest)s, %(epoch)s
@@ -128,4 +138,6 @@ WITH fence AS (
     FROM fence
     RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
 )
-SELECT last_event_seq FROM fence
+SELECT EXISTS (SELECT FROM fence) AS parked, held.control, held.control_reason
+FROM held
+WHERE EXISTS (SELECT FROM fence) OR held.control_turn_id = %(turn_id)s

@@ -147,6 +147,40 @@ async def test_overlong_turns_are_interrupted_with_reason_timeout(
     await _checks_pass(pool, cluster)
 
 
+async def test_a_cancel_requested_before_the_question_is_not_lost_by_parking(
+    cluster: Cluster, pool: Pool
+) -> None:
+    """The cancel flag lands (its NOTIFY lost) while the turn runs towards a question;
+    renewals are 10 s apart, so only the park can see it: the park must end the turn as
+    cancelled, not leave it parked waiting for an answer with the request forgotten."""
+    worker = cluster.start_worker(slots=1, lease_seconds=30)
+    turn = await _enqueue(cluster, {"min_wait_ms": 0, "gate": "g", "ask": "deploy?"})
+    sid = turn["session_id"]
+    await wait_until(lambda: _has(pool, sid, "tool.returned"), what="running")
+    await fetch(
+        pool,
+        "UPDATE sessions SET control = 'cancel', control_turn_id = %s, control_reason = 'test', "
+        "control_requested_at = clock_timestamp() WHERE id = %s RETURNING id",
+        turn["turn_id"],
+        sid,
+    )
+    cluster.open_gate("g")  # the harness goes on to ask
+    await wait_until(lambda: _status_is(pool, turn["turn_id"], "cancelled"), what="cancelled")
+    assert await event_kinds(pool, UUID(sid)) == [
+        "turn.started",
+        "tool.called",
+        "tool.returned",
+        "turn.cancelled",
+    ]
+    assert await fetch(
+        pool, "SELECT status, control, lease_owner FROM sessions WHERE id = %s", sid
+    ) == [("idle", None, None)]
+    assert await fetch(pool, "SELECT count(*) FROM steps WHERE kind = 'answer'") == [(0,)]
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    await _checks_pass(pool, cluster)
+
+
 async def test_a_question_parks_frees_the_slot_and_the_answer_resumes_the_turn(
     cluster: Cluster, pool: Pool
 ) -> None:

@@ -194,19 +194,15 @@ class RuntimeStore:
         """Park the turn on a question: the lease is released, the slot is free.
         Returns the cancel or interrupt already requested for this turn instead,
         having parked nothing: the caller ends the turn as asked."""
-        params = {
-            **self._fence(claim),
-            "turn_id": turn_id,
-            "step_key": step_key,
-            "digest": digest,
-            "question": Jsonb(question),
-            "events_channel": self._config.events_channel,
-        }
-        async with guarded("turns_park", self._config), self._slots.connection() as conn:
-            cur = await conn.execute(query("turns_park"), params)
-            row = await cur.fetchone()
-        if row is None:
-            raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="turns_park")
+        row = await self._fenced(
+            "turns_park",
+            claim,
+            turn_id,
+            (),
+            step_key=step_key,
+            digest=digest,
+            question=Jsonb(question),
+        )
         parked, action, reason = row
         return None if parked else ControlRequest(action, turn_id, reason)
 
@@ -215,17 +211,7 @@ class RuntimeStore:
     ) -> bool:
         """Give the session back; a still-running ``turn_id`` returns to queued
         (with a ``turn.released`` event). Returns whether a turn was requeued."""
-        params = {
-            **self._fence(claim),
-            "turn_id": turn_id,
-            "reason": reason,
-            "events_channel": self._config.events_channel,
-        }
-        async with guarded("sessions_release", self._config), self._slots.connection() as conn:
-            cur = await conn.execute(query("sessions_release"), params)
-            row = await cur.fetchone()
-        if row is None:
-            raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="release")
+        row = await self._fenced("sessions_release", claim, turn_id, (), reason=reason)
         return bool(row[0])
 
     def _fence(self, claim: Claim) -> dict[str, Any]:

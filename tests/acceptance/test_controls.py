@@ -10,7 +10,7 @@ from store.client import ClientStore
 from store.pool import Pool
 from store.scratch import ScratchTarget
 from tests.polling import wait_until
-from tests.workers import Cluster, event_kinds, fetch
+from tests.workers import Cluster, WorkerProc, event_kinds, fetch
 from worker.checks import run_checks
 
 
@@ -39,6 +39,24 @@ async def _checks_pass(pool: Pool, cluster: Cluster, *, quiesced: bool = True) -
     assert report.passed, report.as_json()
 
 
+async def _drain_and_check(worker: WorkerProc, pool: Pool, cluster: Cluster) -> None:
+    """SIGTERM drains and exits 0; then every invariant holds."""
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    await _checks_pass(pool, cluster)
+
+
+async def _flag_cancel(pool: Pool, turn: dict[str, str]) -> None:
+    """The cancel flag alone on the session row, as if its NOTIFY had been lost."""
+    await fetch(
+        pool,
+        "UPDATE sessions SET control = 'cancel', control_turn_id = %s, control_reason = 'test', "
+        "control_requested_at = clock_timestamp() WHERE id = %s RETURNING id",
+        turn["turn_id"],
+        turn["session_id"],
+    )
+
+
 async def test_cancel_reaches_the_running_turn_and_frees_its_slot(
     cluster: Cluster, pool: Pool
 ) -> None:
@@ -54,9 +72,7 @@ async def test_cancel_reaches_the_running_turn_and_frees_its_slot(
     assert (await event_kinds(pool, UUID(turn["session_id"])))[-1] == "turn.cancelled"
     after = await _enqueue(cluster, {"min_wait_ms": 0})
     await wait_until(lambda: _status_is(pool, after["turn_id"], "succeeded"), what="slot reused")
-    worker.signal(signal.SIGTERM)
-    assert worker.wait() == 0
-    await _checks_pass(pool, cluster)
+    await _drain_and_check(worker, pool, cluster)
 
 
 async def test_a_missed_notification_is_caught_by_the_lease_keeper(
@@ -65,14 +81,7 @@ async def test_a_missed_notification_is_caught_by_the_lease_keeper(
     worker = cluster.start_worker(slots=1)  # lease 1 s: renewals every ~0.33 s
     turn = await _enqueue(cluster, {"min_wait_ms": 0, "gate": "never"})
     await wait_until(lambda: _has(pool, turn["session_id"], "tool.returned"), what="running")
-    # The flag alone, as if the NOTIFY had been lost.
-    await fetch(
-        pool,
-        "UPDATE sessions SET control = 'cancel', control_turn_id = %s, control_reason = 'test', "
-        "control_requested_at = clock_timestamp() WHERE id = %s RETURNING id",
-        turn["turn_id"],
-        turn["session_id"],
-    )
+    await _flag_cancel(pool, turn)
     await wait_until(lambda: _status_is(pool, turn["turn_id"], "cancelled"), what="cancelled")
     assert (await _turn(pool, turn["turn_id"]))[2] == "test"
     assert await fetch(pool, "SELECT control FROM sessions") == [(None,)]
@@ -101,9 +110,7 @@ async def test_interrupt_stops_only_the_running_turn(cluster: Cluster, pool: Poo
     assert cluster.stint("interrupt", running["session_id"]).returncode == 0
     await wait_until(lambda: _status_is(pool, queued["turn_id"], "succeeded"), what="next turn")
     assert (await _turn(pool, running["turn_id"]))[0] == "interrupted"
-    worker.signal(signal.SIGTERM)
-    assert worker.wait() == 0
-    await _checks_pass(pool, cluster)
+    await _drain_and_check(worker, pool, cluster)
 
 
 async def test_cancel_without_a_live_worker_ends_the_turn_and_fences_the_owner(
@@ -157,13 +164,7 @@ async def test_a_cancel_requested_before_the_question_is_not_lost_by_parking(
     turn = await _enqueue(cluster, {"min_wait_ms": 0, "gate": "g", "ask": "deploy?"})
     sid = turn["session_id"]
     await wait_until(lambda: _has(pool, sid, "tool.returned"), what="running")
-    await fetch(
-        pool,
-        "UPDATE sessions SET control = 'cancel', control_turn_id = %s, control_reason = 'test', "
-        "control_requested_at = clock_timestamp() WHERE id = %s RETURNING id",
-        turn["turn_id"],
-        sid,
-    )
+    await _flag_cancel(pool, turn)
     cluster.open_gate("g")  # the harness goes on to ask
     await wait_until(lambda: _status_is(pool, turn["turn_id"], "cancelled"), what="cancelled")
     assert await event_kinds(pool, UUID(sid)) == [
@@ -176,9 +177,7 @@ async def test_a_cancel_requested_before_the_question_is_not_lost_by_parking(
         pool, "SELECT status, control, lease_owner FROM sessions WHERE id = %s", sid
     ) == [("idle", None, None)]
     assert await fetch(pool, "SELECT count(*) FROM steps WHERE kind = 'answer'") == [(0,)]
-    worker.signal(signal.SIGTERM)
-    assert worker.wait() == 0
-    await _checks_pass(pool, cluster)
+    await _drain_and_check(worker, pool, cluster)
 
 
 async def test_a_question_parks_frees_the_slot_and_the_answer_resumes_the_turn(
@@ -213,9 +212,7 @@ async def test_a_question_parks_frees_the_slot_and_the_answer_resumes_the_turn(
     assert len(cluster.journal_keys(UUID(sid))) == 1  # the effect did not run again
     again = cluster.stint("answer", sid, step_key, '"again"')
     assert again.returncode == 2 and "no parked turn waiting" in again.stderr
-    worker.signal(signal.SIGTERM)
-    assert worker.wait() == 0
-    await _checks_pass(pool, cluster)
+    await _drain_and_check(worker, pool, cluster)
 
 
 async def test_pinned_sessions_wait_for_a_worker_that_accepts_them(
@@ -251,9 +248,7 @@ async def test_busy_sessions_reject_or_interrupt_new_input(cluster: Cluster, poo
     newer = await _enqueue(cluster, {"min_wait_ms": 0}, "--session", sid, "--busy", "interrupt")
     await wait_until(lambda: _status_is(pool, newer["turn_id"], "succeeded"), what="new input ran")
     assert await _turn(pool, running["turn_id"]) == ("interrupted", 1, "new input")
-    worker.signal(signal.SIGTERM)
-    assert worker.wait() == 0
-    await _checks_pass(pool, cluster)
+    await _drain_and_check(worker, pool, cluster)
 
 
 async def test_a_long_queue_does_not_starve_short_sessions(
@@ -292,6 +287,4 @@ async def test_a_long_queue_does_not_starve_short_sessions(
     )
     last_short, long_40th = rows[0]
     assert last_short < long_40th  # every short session ran before the long queue got far
-    worker.signal(signal.SIGTERM)
-    assert worker.wait() == 0
-    await _checks_pass(pool, cluster)
+    await _drain_and_check(worker, pool, cluster)

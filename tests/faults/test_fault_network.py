@@ -407,12 +407,15 @@ async def test_fault_release_racing_a_renewal_is_not_reported_as_lease_lost(
 ) -> None:
     """Many single-turn sessions over a jittery link: each release of a session can
     cross a lease renewal on another connection. A released session is not a lost
-    lease, so the worker must never log "lease lost" here (epochs never move)."""
-    proxy.set_mode("delay", delay_ms=50, jitter_ms=45)
-    worker = cluster.start_worker(slots=4, database_url=via(proxy, db), lease_seconds=1.5)
-    await enqueue(ClientStore(db.config, pool), 48, {"min_wait_ms": 50})
-    await wait_until(lambda: finished(pool, 48), what="48 turns finished", within=90)
-    assert await turn_states(pool) == [("succeeded", 1)] * 48
+    lease, so the worker must never log "lease lost" here (epochs never move).
+    Sized so that it does cross: 8 slots, 100±95 ms a chunk (a release's answer
+    can trail a later renewal's), renewals every 0.67 s; without the worker's
+    ``releasing`` mark this failed 5 runs of 5."""
+    proxy.set_mode("delay", delay_ms=100, jitter_ms=95)
+    worker = cluster.start_worker(slots=8, database_url=via(proxy, db), lease_seconds=2)
+    await enqueue(ClientStore(db.config, pool), 64, {"min_wait_ms": 0})
+    await wait_until(lambda: finished(pool, 64), what="64 turns finished", within=90)
+    assert await turn_states(pool) == [("succeeded", 1)] * 64
     assert await fetch(pool, "SELECT DISTINCT lease_epoch FROM sessions") == [(1,)]
     await stop(worker)
     lost = [line for line in worker.log_text().splitlines() if "lease lost" in line]

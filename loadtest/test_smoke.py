@@ -26,6 +26,12 @@ async def test_a_tiny_case_runs_passes_its_checks_and_reports(tmp_path: Path) ->
     assert report.cold.succeeded == report.warm.succeeded == 4
     assert report.samples is not None and report.samples.count > 0
     assert report.samples.worker_cpu_seconds is not None
+    # Both memory figures were sampled, and a worker's own memory is part of its RSS.
+    assert report.samples.peak_uss_mib_per_worker
+    for rss, uss in zip(
+        report.samples.peak_rss_mib_per_worker, report.samples.peak_uss_mib_per_worker, strict=True
+    ):
+        assert 0 < uss < rss
     assert report.idle_drain_s is not None
     assert ("warm", 4, 4) in seen
     names = {c["name"] for c in report.checks}

@@ -30,7 +30,7 @@ pytest: $(STAMP)
 test: lint typecheck pytest
 
 bench: $(STAMP)
-	$(BIN)/python -m loadtest.bench
+	$(BIN)/python -m stint.loadtest.bench
 
 load: $(STAMP)
 	$(BIN)/pytest loadtest --run-load

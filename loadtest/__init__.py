@@ -1,1 +1,2 @@
-"""Stint loadtest package."""
+"""``pytest loadtest --run-load``: the matrix, smoke and soak scenarios (the
+library they drive is ``stint.loadtest``)."""

@@ -19,8 +19,8 @@ from _pytest.config.argparsing import Parser
 from _pytest.nodes import Item
 from _pytest.terminal import TerminalReporter
 
-from loadtest.model import CaseSpec
-from loadtest.session import LoadSession
+from stint.loadtest.model import CaseSpec
+from stint.loadtest.session import LoadSession
 
 NOT_RUN = "load matrix: not run (pass --run-load)"
 SUMMARY_ATTR = "_stint_load_summary"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from loadtest.model import CaseSpec
-from loadtest.session import LoadSession
+from stint.loadtest.model import CaseSpec
+from stint.loadtest.session import LoadSession
 
 pytestmark = pytest.mark.load
 

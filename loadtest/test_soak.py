@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.reliability import write_reliability
-from loadtest.soak import Soak, SoakPlan
-from store.client import ClientStore
-from store.config import ROLE_CLI, StoreConfig
-from store.pool import open_pool
-from store.scratch import ScratchDatabases
-from store.throwaway import ThrowawayTemplate
-from worker.processes import stop_workers
+from stint.loadtest.reliability import write_reliability
+from stint.loadtest.soak import Soak, SoakPlan
+from stint.ops.processes import stop_workers
+from stint.postgres.scratch import ScratchDatabases
+from stint.postgres.throwaway import ThrowawayTemplate
+from stint.store.client import ClientStore
+from stint.store.config import ROLE_CLI, StoreConfig
+from stint.store.pool import open_pool
 
 pytestmark = pytest.mark.load
 

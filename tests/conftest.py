@@ -18,10 +18,10 @@ import uvloop
 from _pytest.config import Config
 from _pytest.nodes import Item
 
-from store.config import ROLE_CLI, StoreConfig
-from store.pool import Pool, open_pool
-from store.scratch import ScratchDatabases, ScratchSchemas, ScratchTarget
-from store.throwaway import ThrowawayCluster, ThrowawayTemplate
+from stint.postgres.scratch import ScratchDatabases, ScratchSchemas, ScratchTarget
+from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
+from stint.store.config import ROLE_CLI, StoreConfig
+from stint.store.pool import Pool, open_pool
 from tests.workers import Cluster
 
 Scratch = ScratchDatabases | ScratchSchemas

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from store.pool import Pool
-from store.scratch import ScratchTarget
-from worker.processes import spawn_worker
-from worker.scripted import open_gate
+from stint.ops.processes import spawn_worker
+from stint.postgres.scratch import ScratchTarget
+from stint.store.pool import Pool
+from stint.worker.scripted import open_gate
 
 TEST_LEASE = 1.0
 
@@ -67,7 +67,7 @@ class Cluster:
 
     def stint(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "worker.cli", *args],
+            [sys.executable, "-m", "stint.ops.cli", *args],
             env={**os.environ, **self.env, **env},
             capture_output=True,
             text=True,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from store.pool import Pool
-from store.scratch import ScratchTarget
+from stint.postgres.scratch import ScratchTarget
+from stint.store.pool import Pool
 from tests.polling import wait_until
 from tests.workers import Cluster, fetch
 
@@ -115,7 +115,7 @@ async def test_tail_follow_streams_and_resumes_after_losing_its_connection(
     ]
     out = (tmp_path / "tail.out").open("w")
     follower = subprocess.Popen(
-        [sys.executable, "-m", "worker.cli", "tail", sid, "--follow"],
+        [sys.executable, "-m", "stint.ops.cli", "tail", sid, "--follow"],
         env={**os.environ, **cluster.env},
         stdout=out,
         stderr=subprocess.DEVNULL,
@@ -152,7 +152,7 @@ async def test_tail_follow_streams_and_resumes_after_losing_its_connection(
 
 async def test_enqueue_reads_input_from_stdin(cluster: Cluster) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "worker.cli", "enqueue", "-"],
+        [sys.executable, "-m", "stint.ops.cli", "enqueue", "-"],
         env={**os.environ, **cluster.env},
         input='{"min_wait_ms": 5}',
         capture_output=True,
@@ -165,7 +165,10 @@ async def test_enqueue_reads_input_from_stdin(cluster: Cluster) -> None:
 
 def test_worker_help_names_every_option_and_variable() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "worker.main", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "stint.worker.main", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     text = " ".join(result.stdout.split())
     for flag, variable in [

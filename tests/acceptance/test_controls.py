@@ -6,12 +6,12 @@ import json
 import signal
 from uuid import UUID
 
-from store.client import ClientStore
-from store.pool import Pool
-from store.scratch import ScratchTarget
+from stint.ops.checks import run_checks
+from stint.postgres.scratch import ScratchTarget
+from stint.store.client import ClientStore
+from stint.store.pool import Pool
 from tests.polling import wait_until
 from tests.workers import Cluster, WorkerProc, event_kinds, fetch
-from worker.checks import run_checks
 
 
 async def _enqueue(cluster: Cluster, payload: dict[str, object], *args: str) -> dict[str, str]:

@@ -6,12 +6,12 @@ import signal
 from collections import Counter
 from uuid import UUID
 
-from store.client import ClientStore
-from store.pool import Pool
-from store.scratch import ScratchTarget
+from stint.ops.checks import run_checks
+from stint.postgres.scratch import ScratchTarget
+from stint.store.client import ClientStore
+from stint.store.pool import Pool
 from tests.polling import wait_until
 from tests.workers import Cluster, event_kinds, fetch, turn_states
-from worker.checks import run_checks
 
 
 async def _enqueue(

@@ -17,13 +17,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from store.client import ClientStore
-from store.pool import Pool
-from store.scratch import ScratchTarget
+from stint.ops.checks import run_checks
+from stint.postgres.scratch import ScratchTarget
+from stint.store.client import ClientStore
+from stint.store.pool import Pool
+from stint.worker.failpoints import FAILPOINTS
 from tests.polling import wait_until
 from tests.workers import Cluster, WorkerProc, event_kinds, fetch
-from worker.checks import run_checks
-from worker.failpoints import FAILPOINTS
 
 RESCUER = "rescuer"
 VICTIM = "victim"

@@ -26,11 +26,11 @@ from uuid import UUID
 import psutil
 import pytest
 
-from store.client import ClientStore
-from store.pool import Pool
+from stint.ops.checks import run_checks
+from stint.store.client import ClientStore
+from stint.store.pool import Pool
 from tests.polling import wait_until
 from tests.workers import Cluster, fetch, turn_states
-from worker.checks import run_checks
 
 FAKETIME = shutil.which("faketime")
 LEASE = 2.0
@@ -57,7 +57,7 @@ def monotonic_kept() -> tuple[list[str], dict[str, str]]:
 
 @dataclass
 class SkewedWorker:
-    """``faketime -f OFFSET python -m worker.main``; faketime forks the worker and
+    """``faketime -f OFFSET python -m stint.worker.main``; faketime forks the worker and
     passes its exit status on, so signals go to the worker, the wait to faketime."""
 
     wrapper: subprocess.Popen[bytes]
@@ -93,7 +93,7 @@ def skewed(cluster: Cluster) -> Iterator[Callable[[str], SkewedWorker]]:
             **extra_env,
             "STINT_LEASE_SECONDS": str(LEASE),
         }
-        command = [FAKETIME, *flags, "-f", offset, sys.executable, "-m", "worker.main"]
+        command = [FAKETIME, *flags, "-f", offset, sys.executable, "-m", "stint.worker.main"]
         with log.open("ab") as out:
             wrapper = subprocess.Popen(
                 [*command, "--slots", "2"],

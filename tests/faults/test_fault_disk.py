@@ -19,11 +19,11 @@ from uuid import UUID
 
 import pytest
 
-from store.client import ClientStore
-from store.pool import Pool
+from stint.ops.checks import run_checks
+from stint.store.client import ClientStore
+from stint.store.pool import Pool
 from tests.polling import wait_until
 from tests.workers import Cluster, WorkerProc, event_kinds, fetch
-from worker.checks import run_checks
 
 TMPFS_SIZE = "64k"
 NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"

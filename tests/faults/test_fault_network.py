@@ -23,17 +23,17 @@ import pytest
 import pytest_asyncio
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from loadtest.proxy import FaultProxy
-from store.client import ClientStore
-from store.pool import Pool
-from store.scratch import ScratchTarget
+from stint.loadtest.proxy import FaultProxy
+from stint.ops.checks import run_checks
+from stint.postgres.scratch import ScratchTarget
+from stint.store.client import ClientStore
+from stint.store.pool import Pool
+from stint.worker.context import TurnContext
+from stint.worker.journal import EffectJournal
+from stint.worker.scripted import gate_path
+from stint.worker.tools import JournalTool
 from tests.polling import wait_until
 from tests.workers import Cluster, WorkerProc, event_kinds, fetch, turn_states
-from worker.checks import run_checks
-from worker.context import TurnContext
-from worker.journal import EffectJournal
-from worker.scripted import gate_path
-from worker.tools import JournalTool
 
 HARNESS = f"{__name__}:gate_then_effect"
 RENEWAL_FAILED = "lease renewal failed"

@@ -30,17 +30,17 @@ import pytest
 from psycopg import AsyncConnection, sql
 from psycopg.rows import TupleRow
 
-from store.client import ClientStore
-from store.config import ROLE_CLI, ROLE_LISTEN, StoreConfig
-from store.errors import ConnectionFailed, StoreError
-from store.models import Event
-from store.pool import Pool, open_pool
-from store.scratch import ScratchDatabases, ScratchTarget
-from store.throwaway import ThrowawayCluster, ThrowawayTemplate
+from stint.ops.checks import run_checks
+from stint.ops.follow import follow_events
+from stint.postgres.scratch import ScratchDatabases, ScratchTarget
+from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
+from stint.store.client import ClientStore
+from stint.store.config import ROLE_CLI, ROLE_LISTEN, StoreConfig
+from stint.store.errors import ConnectionFailed, StoreError
+from stint.store.models import Event
+from stint.store.pool import Pool, open_pool
 from tests.polling import wait_until
 from tests.workers import Cluster, WorkerProc, fetch
-from worker.checks import run_checks
-from worker.follow import follow_events
 
 SHORT_TURN: dict[str, object] = {"min_wait_ms": 200}
 # Busy-looping burns a whole core (~1 CPU-second per second); a worker that waits
@@ -238,7 +238,7 @@ def follow(workers: Cluster, session_id: UUID, where: Path) -> Iterator[Follower
     out, err = where / "follow.out", where / "follow.err"
     with out.open("wb") as stdout, err.open("wb") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "worker.cli", "tail", str(session_id), "--follow"],
+            [sys.executable, "-m", "stint.ops.cli", "tail", str(session_id), "--follow"],
             env={**os.environ, **workers.env},
             stdout=stdout,
             stderr=stderr,

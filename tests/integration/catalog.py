@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.pool import Pool
+from stint.store.pool import Pool
 
 _COLUMNS = """
 SELECT table_name, column_name, data_type, is_nullable, coalesce(column_default, '')

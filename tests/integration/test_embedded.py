@@ -21,10 +21,10 @@ import psutil
 import psycopg
 import pytest
 
-from store import pgbin
-from store.embedded import EmbeddedPostgres, default_data_dir
-from store.errors import EmbeddedPostgresError, PostgresBinariesNotFound
-from store.pgbin import find_bindir, run_as_user, run_pg
+from stint.postgres import pgbin
+from stint.postgres.embedded import EmbeddedPostgres, default_data_dir
+from stint.postgres.pgbin import find_bindir, run_as_user, run_pg
+from stint.store.errors import EmbeddedPostgresError, PostgresBinariesNotFound
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,7 +87,7 @@ def _start_in_subprocess(data_dir: Path) -> subprocess.Popen[str]:
         "import json, sys\n"
         "from pathlib import Path\n"
         "import psycopg\n"
-        "from store.embedded import EmbeddedPostgres\n"
+        "from stint.postgres.embedded import EmbeddedPostgres\n"
         "handle = EmbeddedPostgres(Path(sys.argv[1])).start()\n"
         "with psycopg.connect(handle.conninfo()) as conn:\n"
         "    one = conn.execute('SELECT 1').fetchone()[0]\n"

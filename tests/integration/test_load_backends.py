@@ -17,19 +17,19 @@ import psutil
 import psycopg
 import pytest
 
-from loadtest import cgroups
-from loadtest.backends import (
+from stint.loadtest import cgroups
+from stint.loadtest.backends import (
     POSTGRES_CPUS,
     POSTGRES_MEMORY_BYTES,
     URL_ENV,
     BackendError,
     LoadBackends,
 )
-from loadtest.cgroups import Cgroup, CgroupError, cgroup_support, memory_of_process
-from loadtest.container import docker_engine_answers
-from store.errors import PostgresBinariesNotFound
-from store.pgbin import find_bindir
-from store.throwaway import ThrowawayCluster, ThrowawayTemplate
+from stint.loadtest.cgroups import Cgroup, CgroupError, cgroup_support, memory_of_process
+from stint.loadtest.container import docker_engine_answers
+from stint.postgres.pgbin import find_bindir
+from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
+from stint.store.errors import PostgresBinariesNotFound
 
 GIB = 2**30
 MIB = 2**20

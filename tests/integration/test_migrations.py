@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from store.config import ROLE_CLI
-from store.errors import MigrationChecksumMismatch, MigrationError
-from store.migrate import applied_migrations, migrate, migration_files
-from store.pool import Pool, open_pool
-from store.scratch import ScratchTarget
+from stint.postgres.scratch import ScratchTarget
+from stint.store.config import ROLE_CLI
+from stint.store.errors import MigrationChecksumMismatch, MigrationError
+from stint.store.migrate import applied_migrations, migrate, migration_files
+from stint.store.pool import Pool, open_pool
 from tests.integration.catalog import describe
 
 EXPECTED = Path(__file__).with_name("expected_schema.json")

@@ -7,19 +7,19 @@ from typing import Any
 
 import pytest
 
-from store.client import ClientStore
-from store.models import Claim, TurnStart
-from store.pool import Pool
-from store.runtime import RuntimeStore
-from store.scratch import ScratchTarget
-from worker.context import (
+from stint.postgres.scratch import ScratchTarget
+from stint.store.client import ClientStore
+from stint.store.models import Claim, TurnStart
+from stint.store.pool import Pool
+from stint.store.runtime import RuntimeStore
+from stint.worker.context import (
     NondeterministicReplay,
     TurnContext,
     UnknownEffect,
     request_digest,
 )
-from worker.journal import EffectJournal
-from worker.tools import JournalTool, Reconciled, ToolCall, Verdict
+from stint.worker.journal import EffectJournal
+from stint.worker.tools import JournalTool, Reconciled, ToolCall, Verdict
 
 
 class CountingTool:

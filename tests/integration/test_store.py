@@ -5,11 +5,11 @@ from dataclasses import replace
 import psycopg
 import pytest
 
-from store.config import ROLE_SLOT, StoreConfig
-from store.errors import ConnectionFailed, DatabaseError, LockTimeout, QueryTimeout
-from store.pool import Pool, open_pool
-from store.scratch import ScratchTarget
-from store.translate import translated
+from stint.postgres.scratch import ScratchTarget
+from stint.store.config import ROLE_SLOT, StoreConfig
+from stint.store.errors import ConnectionFailed, DatabaseError, LockTimeout, QueryTimeout
+from stint.store.pool import Pool, open_pool
+from stint.store.translate import translated
 
 
 async def test_pooled_connections_carry_schema_timeouts_and_role(db: ScratchTarget) -> None:

@@ -7,12 +7,12 @@ import uuid
 
 import pytest
 
-from store.client import ClientStore
-from store.errors import IdempotencyConflict, LeaseLost, QueueFull, UnknownSession
-from store.models import Claim
-from store.pool import Pool
-from store.runtime import RuntimeStore
-from store.scratch import ScratchTarget
+from stint.postgres.scratch import ScratchTarget
+from stint.store.client import ClientStore
+from stint.store.errors import IdempotencyConflict, LeaseLost, QueueFull, UnknownSession
+from stint.store.models import Claim
+from stint.store.pool import Pool
+from stint.store.runtime import RuntimeStore
 from tests.polling import wait_until
 
 

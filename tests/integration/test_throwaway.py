@@ -12,10 +12,10 @@ import psutil
 import psycopg
 import pytest
 
-from store import throwaway
-from store.errors import PostgresBinariesNotFound
-from store.pgbin import find_bindir
-from store.throwaway import ThrowawayCluster, ThrowawayTemplate
+from stint.postgres import throwaway
+from stint.postgres.pgbin import find_bindir
+from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
+from stint.store.errors import PostgresBinariesNotFound
 
 
 def _have_binaries() -> bool:

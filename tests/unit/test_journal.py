@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from worker.journal import DuplicateEffect, EffectJournal
+from stint.worker.journal import DuplicateEffect, EffectJournal
 
 
 def test_append_then_lookup(tmp_path: Path) -> None:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from store.errors import ConfigError
-from store.queries import parse_sections, query
+from stint.store.errors import ConfigError
+from stint.store.queries import parse_sections, query
 
 
 def test_sections_are_split_by_name() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from loadtest.model import (
+from stint.loadtest.model import (
     SCHEMA_VERSION,
     Backend,
     CaseReport,
@@ -20,8 +20,8 @@ from loadtest.model import (
     PhaseFigures,
     Samples,
 )
-from loadtest.report import build_matrix, render_markdown, write_case, write_matrix
-from worker.sizing import measured_profile
+from stint.loadtest.report import build_matrix, render_markdown, write_case, write_matrix
+from stint.ops.sizing import measured_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -258,7 +258,7 @@ def _stint(*args: str) -> subprocess.CompletedProcess[str]:
     # A database URL nothing listens on: `stint size` must not try to reach it.
     env = {**os.environ, "STINT_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
     return subprocess.run(
-        [sys.executable, "-m", "worker.cli", *args],
+        [sys.executable, "-m", "stint.ops.cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from store.config import StoreConfig
-from store.errors import ConfigError
-from worker.settings import Settings, SettingsError, env_name, load_settings
+from stint.config.settings import Settings, SettingsError, env_name, load_settings
+from stint.store.config import StoreConfig
+from stint.store.errors import ConfigError
 
 BOUNDED = [
     name

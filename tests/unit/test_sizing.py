@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from worker.sizing import Sizing, measured_profile, render_sizing, size
+from stint.ops.sizing import Sizing, measured_profile, render_sizing, size
 
 
 def _config(slots: int, **figures: Any) -> dict[str, Any]:

@@ -1,0 +1,174 @@
+"""The one Settings object: every ``STINT_*`` variable, its default and its bounds.
+
+Built once in each entry point (``worker``, ``stint``) and passed down; nothing
+deeper reads the environment. A bad value stops the program at start with a
+message naming the variable and what it accepts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import annotated_types
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from stint.store.config import StoreConfig, validate_schema_name
+from stint.store.errors import ConfigError
+
+__all__ = ["Settings", "SettingsError", "env_name", "load_settings"]
+
+_DEFAULT_HARNESS = "stint.worker.scripted:harness"
+
+
+class SettingsError(Exception):
+    """A STINT_* value is out of range or malformed; the message names the variable."""
+
+
+class Settings(BaseSettings):
+    """Stint's configuration, from ``STINT_*`` environment variables and CLI overrides."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="STINT_", extra="ignore", populate_by_name=True, frozen=True
+    )
+
+    database_url: SecretStr = Field(
+        SecretStr(""), description="PostgreSQL URL; empty uses the embedded PostgreSQL"
+    )
+    db_schema: str = Field(
+        "stint",
+        validation_alias=AliasChoices("STINT_SCHEMA", "db_schema"),
+        description="schema holding Stint's tables",
+    )
+    pool_min_size: int = Field(
+        0, ge=0, le=500, description="slot pool connections kept open; 0 means all of them"
+    )
+    pool_max_size: int = Field(
+        0, ge=0, le=500, description="slot pool connections at most; 0 means one per slot"
+    )
+    statement_timeout: float = Field(5.0, ge=0.1, le=3600, description="seconds per statement")
+    lock_timeout: float = Field(5.0, ge=0.1, le=3600, description="seconds waiting for a lock")
+    connect_timeout: float = Field(
+        10.0, ge=1, le=300, description="seconds to open a connection or get one from a pool"
+    )
+    idle_in_transaction_timeout: float = Field(
+        30.0, ge=1, le=3600, description="seconds a transaction may sit idle"
+    )
+    data_dir: Path | None = Field(None, description="embedded cluster folder")
+    pg_bindir: Path | None = Field(None, description="PostgreSQL server binaries folder")
+    pg_run_as: str = Field("postgres", description="user the embedded server runs as under root")
+    auto_migrate: bool = Field(True, description="workers apply pending migrations on start")
+
+    slots: int = Field(4, ge=1, le=256, description="turns one worker runs at once")
+    harness: str = Field(_DEFAULT_HARNESS, description="agent loop, as module:object")
+    lease_seconds: float = Field(30.0, ge=0.5, le=3600, description="session lease length")
+    poll_interval: float = Field(0.25, ge=0.01, le=60, description="claim poll fallback, seconds")
+    drain_seconds: float = Field(30.0, ge=0, le=3600, description="SIGTERM grace for turns")
+    pins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="compatibility pins this worker accepts"
+    )
+    workspace: Path | None = Field(None, description="folder of native effect journals")
+    session_queue_limit: int = Field(16, ge=1, le=100_000, description="queued turns per session")
+    turn_timeout: float = Field(
+        600.0, ge=0.1, le=86_400, description="seconds a turn may run before it is interrupted"
+    )
+    max_turns_per_claim: int = Field(
+        8, ge=1, le=100_000, description="turns a session runs before giving its slot up"
+    )
+    max_claim_seconds: float = Field(
+        60.0, ge=0.1, le=86_400, description="seconds a session keeps a slot while others wait"
+    )
+    failpoints: str = Field(
+        "", description="fault tests only: name:kill|pause:S|raise,... (see worker.failpoints)"
+    )
+    worker_id: str = Field("", description="worker identity; empty generates host-pid-random")
+    log_level: str = Field(
+        "INFO", pattern=r"(?i)^(debug|info|warning|error)$", description="log level"
+    )
+    max_input_bytes: int = Field(
+        262_144, ge=256, le=16_777_216, description="largest turn input accepted"
+    )
+
+    @field_validator("db_schema")
+    @classmethod
+    def _plain_schema(cls, value: str) -> str:
+        try:
+            return validate_schema_name(value)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
+
+    @field_validator("pins", mode="before")
+    @classmethod
+    def _split_pins(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [p.strip() for p in value.split(",") if p.strip()]
+        return value
+
+    @property
+    def slot_pool_size(self) -> int:
+        return self.pool_max_size or self.slots
+
+    @property
+    def slot_pool_min_size(self) -> int:
+        """Opened at start, so the first turns do not wait for connections."""
+        return min(self.pool_min_size or self.slot_pool_size, self.slot_pool_size)
+
+    def store_config(self, conninfo: str) -> StoreConfig:
+        """The store's view of these settings, for a resolved connection string."""
+        return StoreConfig(
+            conninfo=conninfo,
+            schema=self.db_schema,
+            statement_timeout=self.statement_timeout,
+            lock_timeout=self.lock_timeout,
+            idle_in_transaction_timeout=self.idle_in_transaction_timeout,
+            connect_timeout=self.connect_timeout,
+        )
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable that sets a Settings field."""
+    if field_name == "db_schema":
+        return "STINT_SCHEMA"
+    return f"STINT_{field_name.upper()}"
+
+
+def _allowed(field_name: str) -> str:
+    info = Settings.model_fields[field_name]
+    low = high = None
+    for item in info.metadata:
+        if isinstance(item, annotated_types.Ge):
+            low = item.ge
+        elif isinstance(item, annotated_types.Le):
+            high = item.le
+    if low is not None and high is not None:
+        return f"allowed range {low}..{high}"
+    return f"expected {info.description}" if info.description else ""
+
+
+def describe_error(exc: ValidationError) -> str:
+    """One line per bad variable: its name, the value given, what is allowed."""
+    lines = []
+    for err in exc.errors():
+        field_name = str(err["loc"][0]) if err["loc"] else "?"
+        if field_name not in Settings.model_fields:
+            field_name = "db_schema" if field_name == "STINT_SCHEMA" else field_name
+        given = err.get("input")
+        shown = given if isinstance(given, str | int | float) else type(given).__name__
+        if field_name == "database_url":
+            shown = "<hidden>"
+        lines.append(
+            f"{env_name(field_name)}={shown!s}: {err['msg']} ({_allowed(field_name)})"
+            if field_name in Settings.model_fields
+            else f"{field_name}: {err['msg']}"
+        )
+    return "invalid configuration: " + "; ".join(lines)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read the environment, apply explicit overrides (CLI flags), validate once."""
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        raise SettingsError(describe_error(exc)) from None

@@ -1,0 +1,28 @@
+"""The environment a report states (versions and machine size, never hostnames,
+users or paths), and the checkout's ``docs/`` folder reports are committed to."""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+__all__ = ["DOCS", "environment"]
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+"""Where ``make bench`` and the figure scripts write, in a checkout."""
+
+
+def environment() -> dict[str, Any]:
+    return {
+        "stint": version("stint"),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+    }

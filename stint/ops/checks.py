@@ -1,0 +1,163 @@
+"""Stint's invariant checks, written once: ``stint check``, the tests and the
+load test all judge a run with these.
+
+Each check carries its evidence, so a report shows *why* it passed or failed:
+contiguous event cursors, no duplicate or orphan effect (journals against
+steps), no lost or stuck turn, no lease left behind, consistent identities.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from stint.store.checks import DatabaseEvidence, collect_evidence
+from stint.store.pool import Pool
+from stint.worker.journal import EffectJournal
+
+__all__ = ["Check", "CheckReport", "run_checks"]
+
+_TERMINAL = {"succeeded", "failed", "cancelled", "interrupted"}
+_LISTED = 20  # evidence lists are cut to this many examples
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    evidence: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "checks": [asdict(c) for c in self.checks]}
+
+
+def _journal_keys(journals: Path) -> Counter[tuple[str, str]]:
+    counts: Counter[tuple[str, str]] = Counter()
+    journal = EffectJournal(journals)
+    for path in sorted(journals.glob("*.journal")) if journals.is_dir() else []:
+        session_id = UUID(path.stem)
+        for entry in journal.entries(session_id):
+            counts[(str(session_id), str(entry["key"]))] += 1
+    return counts
+
+
+def _effect_checks(db: DatabaseEvidence, journals: Path) -> list[Check]:
+    lines = _journal_keys(journals)
+    duplicates = [f"{s}/{k} x{n}" for (s, k), n in lines.items() if n > 1]
+    tool_steps = {(str(r.session_id), r.step_key): r.status for r in db.steps if r.kind == "tool"}
+    step_counts = Counter((str(r.session_id), r.step_key) for r in db.steps)
+    committed_without_line = [
+        f"{s}/{k}"
+        for (s, k), status in tool_steps.items()
+        if status == "committed" and (s, k) not in lines
+    ]
+    line_without_step = [
+        f"{s}/{k}" for (s, k) in lines if tool_steps.get((s, k)) not in ("committed", "unknown")
+    ]
+    return [
+        Check(
+            "no_duplicate_effects",
+            not duplicates and all(n == 1 for n in step_counts.values()),
+            {
+                "journal_lines": sum(lines.values()),
+                "distinct_keys": len(lines),
+                "duplicates": duplicates[:_LISTED],
+            },
+        ),
+        Check(
+            "effects_match_steps",
+            not committed_without_line and not line_without_step,
+            {
+                "committed_tool_steps": sum(1 for s in tool_steps.values() if s == "committed"),
+                "unknown_steps": sum(1 for s in tool_steps.values() if s == "unknown"),
+                "committed_without_journal_line": committed_without_line[:_LISTED],
+                "journal_line_without_step": line_without_step[:_LISTED],
+            },
+        ),
+    ]
+
+
+def _attempts_check(db: DatabaseEvidence, faults: Mapping[UUID, int]) -> Check:
+    """Each retry needs a fault that touched the session (a crash, a lost lease...)."""
+    over = {
+        str(sid): {"attempts": n, "faults": faults.get(sid, 0)}
+        for sid, n in db.attempts.items()
+        if n - 1 > faults.get(sid, 0)
+    }
+    return Check(
+        "attempts_accounted",
+        not over,
+        {
+            "sessions": len(db.attempts),
+            "faults": sum(faults.values()),
+            "over": dict(list(over.items())[:_LISTED]),
+        },
+    )
+
+
+def _turn_checks(db: DatabaseEvidence, *, quiesced: bool) -> list[Check]:
+    unfinished = {s: n for s, n in db.turns_by_status.items() if s not in _TERMINAL}
+    checks = [
+        Check(
+            "contiguous_event_cursors",
+            not db.event_gaps,
+            {
+                "sessions": db.sessions_with_events,
+                "events": db.events,
+                "gaps": db.event_gaps[:_LISTED],
+            },
+        ),
+        Check(
+            "no_zombie_write",
+            not db.zombie_writes,
+            {"older_epoch_after_newer": db.zombie_writes[:_LISTED]},
+        ),
+        Check(
+            "consistent_identities",
+            not db.identity_mismatches,
+            {"mismatches": db.identity_mismatches[:_LISTED]},
+        ),
+    ]
+    if quiesced:
+        checks.append(
+            Check(
+                "no_lost_or_stuck_turn",
+                not unfinished,
+                {"turns_by_status": db.turns_by_status, "max_attempts": db.max_attempts},
+            )
+        )
+        checks.append(
+            Check("no_stale_lease", not db.stale_leases, {"stale": db.stale_leases[:_LISTED]})
+        )
+    return checks
+
+
+async def run_checks(
+    pool: Pool,
+    *,
+    journals: Path,
+    quiesced: bool = True,
+    faults: Mapping[UUID, int] | None = None,
+) -> CheckReport:
+    """Judge the database and journals. ``quiesced``: nothing should be running
+    or queued any more (turns terminal, no lease left). ``faults``: how many
+    injected faults touched each session (absent: none), when the caller knows;
+    then no session may have retried more often than that."""
+    db = await collect_evidence(pool)
+    checks = [*_turn_checks(db, quiesced=quiesced), *_effect_checks(db, journals)]
+    if faults is not None:
+        checks.append(_attempts_check(db, faults))
+    return CheckReport(checks)

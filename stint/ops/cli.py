@@ -1,0 +1,388 @@
+"""``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, status,
+check, size, demo, embedded)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import uvloop
+
+from stint.config.logs import setup_logging
+from stint.config.options import add_setting, overrides_from
+from stint.config.settings import Settings, SettingsError, load_settings
+from stint.config.target import embedded_cluster, resolve_store_config, workspace_dir
+from stint.ops.checks import run_checks
+from stint.ops.follow import follow_events
+from stint.ops.sizing import measured_profile, render_sizing, size
+from stint.ops.status import render_status
+from stint.store.client import BUSY_STRATEGIES, ClientStore
+from stint.store.config import ROLE_CLI, StoreConfig
+from stint.store.controls import ControlStore
+from stint.store.errors import InvalidInput, QueueFull, SessionBusy, StoreError
+from stint.store.migrate import migrate
+from stint.store.pool import open_pool
+
+__all__ = ["main"]
+
+EXIT_BAD_INPUT = 2
+EXIT_QUEUE_FULL = 3
+
+
+class UsageError(Exception):
+    """Bad command-line input; exit 2 with one line, nothing written."""
+
+
+def _parse_json(text: str, limit: int) -> Any:
+    if len(text.encode()) > limit:
+        raise UsageError(f"input is {len(text.encode())} bytes, larger than the limit {limit}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"input is not valid JSON: {exc}") from None
+
+
+def _parse_input(text: str, limit: int) -> dict[str, Any]:
+    value = _parse_json(text, limit)
+    if not isinstance(value, dict):
+        raise UsageError(f"input must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _parse_session(text: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise UsageError(f"not a session id: {text!r}") from None
+
+
+async def _with_client(config: StoreConfig, action: Callable[[ClientStore], Awaitable[int]]) -> int:
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        return await action(ClientStore(config, pool))
+    finally:
+        await pool.close()
+
+
+async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    config = resolve_store_config(settings)
+    applied = await migrate(config)
+    for migration in applied:
+        print(f"applied {migration.label}")
+    print(f"schema {config.schema}: {len(applied)} migration(s) applied, up to date")
+    return 0
+
+
+async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
+    text = sys.stdin.read() if args.input_json == "-" else args.input_json
+    turn_input = _parse_input(text, settings.max_input_bytes)
+    session_id = _parse_session(args.session) if args.session else None
+    config = resolve_store_config(settings)
+
+    async def enqueue(client: ClientStore) -> int:
+        result = await client.turns_enqueue(
+            session_id=session_id,
+            idempotency_key=args.idempotency_key or str(uuid.uuid4()),
+            turn_input=turn_input,
+            tenant=args.tenant,
+            pin=args.pin,
+            queue_limit=settings.session_queue_limit,
+            timeout_seconds=args.timeout,
+            busy=args.busy,
+        )
+        line = {
+            "session_id": str(result.session_id),
+            "turn_id": str(result.turn_id),
+            "seq": result.seq,
+            "created": result.created,
+        }
+        print(json.dumps(line))
+        return 0
+
+    return await _with_client(config, enqueue)
+
+
+async def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
+    session_id = _parse_session(args.session)
+    config = resolve_store_config(settings)
+
+    async def tail(client: ClientStore) -> int:
+        def emit(event: dict[str, Any]) -> None:
+            print(json.dumps(event), flush=True)
+
+        await follow_events(
+            client, config, session_id=session_id, after=args.after, follow=args.follow, emit=emit
+        )
+        return 0
+
+    return await _with_client(config, tail)
+
+
+async def _with_controls(
+    settings: Settings, action: Callable[[ControlStore], Awaitable[int]]
+) -> int:
+    config = resolve_store_config(settings)
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        return await action(ControlStore(config, pool))
+    finally:
+        await pool.close()
+
+
+async def cmd_control(settings: Settings, args: argparse.Namespace) -> int:
+    session_id = _parse_session(args.session)
+    turn_id = _parse_session(args.turn) if getattr(args, "turn", None) else None
+
+    async def control(controls: ControlStore) -> int:
+        result = await controls.control(
+            session_id=session_id, action=args.command, reason=args.reason, turn_id=turn_id
+        )
+        print(json.dumps(result.as_json()))
+        return 0
+
+    return await _with_controls(settings, control)
+
+
+async def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
+    session_id = _parse_session(args.session)
+    answer = _parse_json(args.answer_json, settings.max_input_bytes)
+
+    async def record(controls: ControlStore) -> int:
+        turn_id = await controls.answer(
+            session_id=session_id, step_key=args.step_key, answer=answer
+        )
+        print(json.dumps({"session_id": str(session_id), "turn_id": str(turn_id), "resumed": True}))
+        return 0
+
+    return await _with_controls(settings, record)
+
+
+async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    config = resolve_store_config(settings)
+
+    async def status(client: ClientStore) -> int:
+        print(render_status(await client.status(), as_json=args.json))
+        return 0
+
+    return await _with_client(config, status)
+
+
+async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    from stint.ops.demo import run_demo
+
+    code: int = await run_demo(
+        settings, workers=args.workers, slots=args.slots, sessions=args.sessions
+    )
+    return code
+
+
+async def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
+    config = resolve_store_config(settings)
+    journals = workspace_dir(settings) / "journals"
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        report = await run_checks(pool, journals=journals, quiesced=not args.live)
+    finally:
+        await pool.close()
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2, default=str))
+    else:
+        for check in report.checks:
+            verdict = "pass" if check.passed else "FAIL"
+            print(f"{verdict}  {check.name}  {json.dumps(check.evidence, default=str)}")
+    return 0 if report.passed else 1
+
+
+async def cmd_embedded(settings: Settings, args: argparse.Namespace) -> int:
+    cluster = embedded_cluster(settings)
+    if args.action == "start":
+        handle = cluster.start()
+        print(f"embedded PostgreSQL running at {handle.data_dir} (socket {handle.socket_dir})")
+    elif args.action == "stop":
+        stopped = cluster.stop()
+        print("stopped" if stopped else "not running")
+    else:
+        print("running" if cluster.is_running() else "not running")
+    return 0
+
+
+def _load_matrix(path: Path) -> dict[str, Any]:
+    try:
+        matrix = json.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise UsageError(f"{path} is not JSON") from None
+    if not isinstance(matrix, dict) or not isinstance(matrix.get("summary"), list):
+        raise UsageError(f"{path} is not a load-test matrix report (no summary)")
+    return matrix
+
+
+async def cmd_size(settings: Settings, args: argparse.Namespace) -> int:
+    """Arithmetic on a matrix.json only: never resolves or opens a database."""
+    matrix = _load_matrix(args.report)
+    stored = matrix.get("sizing")
+    try:
+        profile = stored if isinstance(stored, dict) else measured_profile(matrix["summary"])
+        sizing = size(
+            profile,
+            rate=args.rate,
+            turn_seconds=args.turn_seconds,
+            headroom=args.headroom,
+            slots_per_worker=args.slots_per_worker,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except (KeyError, TypeError) as exc:
+        raise UsageError(f"{args.report} is not a load-test matrix report ({exc!r})") from None
+    print(json.dumps(sizing.as_json(), indent=2) if args.json else render_sizing(sizing))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stint",
+        description=(
+            "Operate Stint, the PostgreSQL-backed durable agent worker service. Without "
+            "STINT_DATABASE_URL every command uses the embedded PostgreSQL."
+        ),
+    )
+    add_setting(parser, "--database-url", "database_url", metavar="URL")
+    add_setting(parser, "--schema", "db_schema", metavar="NAME")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("migrate", help="apply pending schema migrations and say what was done")
+    p.set_defaults(run=cmd_migrate)
+
+    p = sub.add_parser("enqueue", help="queue one turn (creates a session without --session)")
+    p.add_argument(
+        "input_json", metavar="INPUT_JSON", help="the turn input, a JSON object; - reads stdin"
+    )
+    p.add_argument("--session", metavar="ID", help="an existing session's id")
+    p.add_argument(
+        "--idempotency-key",
+        metavar="K",
+        help="a retry with the same key returns the same turn (default: a random key)",
+    )
+    p.add_argument("--pin", metavar="P", help="new session only: workers need --pin P to run it")
+    p.add_argument("--tenant", metavar="T", help="new session only: tenant label")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="interrupt this turn after S seconds (default STINT_TURN_TIMEOUT)",
+    )
+    p.add_argument(
+        "--busy",
+        choices=BUSY_STRATEGIES,
+        default="enqueue",
+        help="if a turn is in progress: queue behind it (default), reject this input "
+        "(exit 3), or interrupt the running turn and run this one next",
+    )
+    p.set_defaults(run=cmd_enqueue)
+
+    for name, what in (
+        ("cancel", "cancel the session's queued turns (or --turn) and its running turn"),
+        ("interrupt", "interrupt the session's running turn; queued turns go on"),
+    ):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("session", metavar="SESSION", help="the session's id")
+        if name == "cancel":
+            p.add_argument("--turn", metavar="ID", help="only this turn")
+        p.add_argument("--reason", default="operator", help="recorded with the turn (operator)")
+        p.set_defaults(run=cmd_control)
+
+    p = sub.add_parser("answer", help="answer a parked turn's question; the turn resumes")
+    p.add_argument("session", metavar="SESSION", help="the session's id")
+    p.add_argument("step_key", metavar="STEP_KEY", help="from the approval.requested event")
+    p.add_argument("answer_json", metavar="ANSWER_JSON", help="the answer, any JSON value")
+    p.set_defaults(run=cmd_answer)
+
+    p = sub.add_parser("tail", help="print a session's events as JSON lines")
+    p.add_argument("session", metavar="SESSION", help="the session's id")
+    p.add_argument("--after", type=int, default=0, metavar="N", help="start after seq N")
+    p.add_argument("--follow", action="store_true", help="keep streaming until interrupted")
+    p.set_defaults(run=cmd_tail)
+
+    p = sub.add_parser("status", help="workers, sessions by status, queued turns")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(run=cmd_status)
+
+    p = sub.add_parser("demo", help="run 2 workers x 4 slots on 24 sessions and print a summary")
+    p.add_argument("--workers", type=int, default=2, metavar="W", help="worker processes (2)")
+    p.add_argument("--slots", type=int, default=4, metavar="S", help="slots per worker (4)")
+    p.add_argument("--sessions", type=int, default=24, metavar="N", help="sessions (24)")
+    p.set_defaults(run=cmd_demo)
+
+    p = sub.add_parser(
+        "check",
+        help="verify Stint's invariants (cursors, effects, turns, leases); exit 1 on failure",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--live", action="store_true", help="work is still running: skip the quiesced-only checks"
+    )
+    add_setting(p, "--workspace", "workspace", type=Path, metavar="DIR")
+    p.set_defaults(run=cmd_check)
+
+    p = sub.add_parser("embedded", help="start, stop or check the embedded PostgreSQL")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.set_defaults(run=cmd_embedded)
+
+    p = sub.add_parser(
+        "size", help="workers x slots for a workload, from a load-test matrix.json (no database)"
+    )
+    p.add_argument("--report", type=Path, required=True, metavar="FILE", help="the matrix.json")
+    p.add_argument(
+        "--rate", type=float, required=True, metavar="R", help="turns arriving per second"
+    )
+    p.add_argument(
+        "--turn-seconds",
+        type=float,
+        required=True,
+        metavar="T",
+        help="average seconds a turn is active",
+    )
+    p.add_argument("--headroom", type=float, default=0.3, metavar="H", help="0..10 (0.3)")
+    p.add_argument(
+        "--slots-per-worker",
+        type=int,
+        metavar="S",
+        help="default: the measured configuration with the best efficiency",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.set_defaults(run=cmd_size)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(**overrides_from(args, "database_url", "db_schema", "workspace"))
+    except SettingsError as exc:
+        print(f"stint: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    setup_logging(settings.log_level)
+    try:
+        code: int = uvloop.run(args.run(settings, args))
+        return code
+    except (UsageError, InvalidInput) as exc:
+        print(f"stint {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (QueueFull, SessionBusy) as exc:
+        print(f"stint {args.command}: {exc}", file=sys.stderr)
+        return EXIT_QUEUE_FULL
+    except StoreError as exc:
+        print(f"stint {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

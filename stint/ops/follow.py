@@ -1,0 +1,85 @@
+"""Follow a session's event log: catch up by cursor, then LISTEN for more.
+
+The cursor (last printed seq) is the truth; a notification only says "read
+again". After a lost connection the follower reconnects and resumes exactly
+after the last seq it emitted, so a client sees 1..N with no gap or repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from stint.store.client import ClientStore
+from stint.store.config import ROLE_CLI, StoreConfig
+from stint.store.errors import StoreError
+from stint.store.listen import Listener
+from stint.worker.backoff import Backoff
+
+__all__ = ["follow_events"]
+
+log = logging.getLogger("stint.follow")
+
+_RECHECK_SECONDS = 1.0
+
+
+class _Cursor:
+    """The last emitted seq, advanced event by event.
+
+    A catch-up can fail half-way (the connection drops between two batches);
+    the cursor must still say what was emitted, or the resume prints it again.
+    """
+
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+
+
+async def _catch_up(
+    client: ClientStore, session_id: UUID, cursor: _Cursor, emit: Callable[[dict[str, Any]], None]
+) -> None:
+    while True:
+        batch = await client.events_after(session_id=session_id, after=cursor.seq)
+        for event in batch:
+            emit(event.as_json())
+            cursor.seq = event.seq
+        if not batch:
+            return
+
+
+async def follow_events(
+    client: ClientStore,
+    config: StoreConfig,
+    *,
+    session_id: UUID,
+    after: int,
+    follow: bool,
+    emit: Callable[[dict[str, Any]], None],
+) -> int:
+    """Emit events with seq > after; with ``follow``, keep going until cancelled.
+    Returns the last emitted seq."""
+    cursor = _Cursor(after)
+    if not follow:
+        await _catch_up(client, session_id, cursor, emit)
+        return cursor.seq
+    # Following, the first catch-up runs inside the retry loop too (after LISTEN):
+    # a connection lost during it must resume like any later one, not end the follower.
+    backoff = Backoff()
+    wanted = str(session_id)
+    while True:
+        try:
+            async with Listener(
+                config, channels=[config.events_channel], role=ROLE_CLI
+            ) as listener:
+                backoff.reset()
+                await _catch_up(client, session_id, cursor, emit)
+                while True:
+                    async for _, payload in listener.notifications(listen_seconds=_RECHECK_SECONDS):
+                        if payload == wanted:
+                            break
+                    await _catch_up(client, session_id, cursor, emit)
+        except StoreError as exc:
+            log.warning("follow: connection lost, resuming after seq %d (%s)", cursor.seq, exc)
+            await asyncio.sleep(backoff.next_delay())

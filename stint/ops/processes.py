@@ -1,0 +1,55 @@
+"""Start and stop real ``worker`` processes (the demo and the tests use these)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+__all__ = ["spawn_worker", "stop_workers"]
+
+
+def spawn_worker(
+    *,
+    env: Mapping[str, str],
+    args: Sequence[str] = (),
+    log_path: Path | None = None,
+    cgroup_procs: Sequence[Path] = (),
+) -> subprocess.Popen[bytes]:
+    """Start ``python -m stint.worker.main ARGS`` with ``env`` added to this environment,
+    inside the given cgroups (their ``cgroup.procs`` files) before it runs."""
+    out = log_path.open("ab") if log_path else subprocess.DEVNULL
+
+    def join_cgroups() -> None:
+        for procs in cgroup_procs:
+            procs.write_text(str(os.getpid()))
+
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "stint.worker.main", *args],
+            env={**os.environ, **env},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            preexec_fn=join_cgroups if cgroup_procs else None,
+        )
+    finally:
+        if log_path and not isinstance(out, int):
+            out.close()
+
+
+def stop_workers(procs: Sequence[subprocess.Popen[bytes]], *, timeout: float = 60) -> list[int]:
+    """SIGTERM every worker (they drain), wait, SIGKILL what outlives ``timeout``."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    codes = []
+    for proc in procs:
+        try:
+            codes.append(proc.wait(timeout=timeout))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes.append(proc.wait())
+    return codes

@@ -1,0 +1,70 @@
+"""What the store needs to reach PostgreSQL, validated before anything connects."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from stint.store.errors import ConfigError
+
+__all__ = ["ROLE_CLAIM", "ROLE_CLI", "ROLE_LEASE", "ROLE_LISTEN", "ROLE_SLOT", "StoreConfig"]
+
+ROLE_CLAIM = "stint-worker-claim"
+ROLE_LEASE = "stint-worker-lease"
+ROLE_SLOT = "stint-worker-slot"
+ROLE_LISTEN = "stint-worker-listen"
+ROLE_CLI = "stint-cli"
+
+_PLAIN_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def validate_schema_name(name: str) -> str:
+    """Refuse any schema name that is not a plain lower-case SQL identifier.
+
+    The name is still composed with ``psycopg.sql.Identifier`` everywhere; this
+    check exists so that a typo or a hostile value fails loudly at start, before
+    any statement runs, instead of creating an oddly quoted schema.
+    """
+    if not _PLAIN_IDENTIFIER.fullmatch(name) or name.startswith("pg_"):
+        raise ConfigError(
+            "schema name must be a plain identifier: lower-case letters, digits and _, "
+            "not starting with a digit or pg_, at most 63 characters",
+            schema=repr(name),
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Connection target and per-connection deadlines (seconds)."""
+
+    conninfo: str = field(repr=False)
+    schema: str = "stint"
+    statement_timeout: float = 5.0
+    lock_timeout: float = 5.0
+    idle_in_transaction_timeout: float = 30.0
+    connect_timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        validate_schema_name(self.schema)
+
+    @property
+    def client_deadline(self) -> float:
+        """How long a caller waits for any one store call: getting a connection
+        (``connect_timeout``) plus running the statement (``statement_timeout``)."""
+        return self.connect_timeout + self.statement_timeout + 1.0
+
+    @property
+    def work_channel(self) -> str:
+        """NOTIFY channel that wakes claimers of this schema."""
+        return f"{self.schema}_work"
+
+    @property
+    def control_channel(self) -> str:
+        """NOTIFY channel that carries cancel/interrupt requests to lease holders."""
+        return f"{self.schema}_control"
+
+    @property
+    def events_channel(self) -> str:
+        """NOTIFY channel that wakes followers of this schema's event logs."""
+        return f"{self.schema}_events"

@@ -1,0 +1,74 @@
+"""Named SQL statements, loaded once from the ``.sql`` files beside this module.
+
+Each file holds sections introduced by ``-- name: <statement_name>``; the text up
+to the next marker is the statement. Keeping SQL in files (never in f-strings)
+makes every query greppable and reviewable as SQL, and lets the schema live in
+``search_path`` instead of being spliced into text.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import LiteralString
+
+from stint.store.errors import ConfigError
+
+__all__ = ["query"]
+
+_MARKER = re.compile(r"^--\s*name:\s*(?P<name>[a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"/\*include:(?P<name>[a-z_][a-z0-9_]*)\*/")
+
+
+def parse_sections(text: str, *, source: str) -> dict[str, str]:
+    """Split one ``.sql`` file into its named statements."""
+    sections: dict[str, str] = {}
+    markers = list(_MARKER.finditer(text))
+    for i, marker in enumerate(markers):
+        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
+        name = marker.group("name")
+        if name in sections:
+            raise ConfigError("duplicate SQL statement name", name=name, file=source)
+        body = text[marker.end() : end].strip()
+        if not body:
+            raise ConfigError("empty SQL statement", name=name, file=source)
+        sections[name] = body
+    return sections
+
+
+@cache
+def _all_queries() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for entry in sorted(resources.files("stint.store").joinpath("sql").iterdir(), key=str):
+        if not entry.name.endswith(".sql"):
+            continue
+        for name, body in parse_sections(entry.read_text("utf-8"), source=entry.name).items():
+            if name in found:
+                raise ConfigError("duplicate SQL statement name", name=name, file=entry.name)
+            found[name] = body
+    return {name: _expand(body, found) for name, body in found.items()}
+
+
+def _expand(body: str, sections: dict[str, str]) -> str:
+    """Replace ``/*include:name*/`` with that section (a shared CTE fragment)."""
+
+    def fragment(match: re.Match[str]) -> str:
+        name = match.group("name")
+        if name not in sections:
+            raise ConfigError("SQL include names no statement", name=name)
+        return sections[name]
+
+    return _INCLUDE.sub(fragment, body)
+
+
+def query(name: str) -> LiteralString:
+    """Return the statement called ``name``.
+
+    The text comes from files shipped inside this package, never from input, so
+    it is as trusted as a literal in the source (hence ``LiteralString``).
+    """
+    try:
+        return _all_queries()[name]
+    except KeyError:
+        raise ConfigError("no SQL statement with this name", name=name) from None

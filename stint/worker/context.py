@@ -1,0 +1,241 @@
+"""The turn context: what a harness may do, each step made durable.
+
+Every non-deterministic step (tool call, model call) is recorded ``started``
+before it runs and ``committed`` with its result after. On a retry the recorded
+results are returned instead of running again; a step left ``started`` is
+reconciled by its tool, or marked ``unknown`` and surfaced as an event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from uuid import UUID
+
+from stint.store.models import Claim, StepRecord
+from stint.store.runtime import RuntimeStore
+from stint.worker.failpoints import failpoint
+from stint.worker.tools import Reconciled, Tool, ToolCall, Verdict
+
+__all__ = [
+    "LeaseExpired",
+    "NondeterministicReplay",
+    "Parked",
+    "TurnContext",
+    "UnknownEffect",
+    "request_digest",
+]
+
+HARNESS_EVENT_KINDS = frozenset({"message"})
+
+
+class Parked(BaseException):
+    """The turn waits for an answer: the runner parks it and frees the slot.
+
+    A BaseException, so a harness's ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, step_key: str, question: Any, digest: str) -> None:
+        super().__init__(step_key)
+        self.step_key = step_key
+        self.question = question
+        self.digest = digest
+
+
+class LeaseExpired(Exception):
+    """This worker could not renew its leases in time and fenced itself."""
+
+
+class UnknownEffect(Exception):
+    """A step's effect may or may not have happened, and its tool cannot tell."""
+
+
+class NondeterministicReplay(Exception):
+    """A replayed step asked for something different than what was recorded."""
+
+
+def request_digest(kind: str, name: str, request: Mapping[str, Any]) -> str:
+    """What a step asked for, so a replay that asks for something else is caught."""
+    canonical = json.dumps([kind, name, request], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class TurnContext:
+    """Handed to ``Harness.run_turn``; one per turn attempt."""
+
+    def __init__(
+        self,
+        *,
+        store: RuntimeStore,
+        claim: Claim,
+        turn_id: UUID,
+        turn_input: dict[str, Any],
+        attempt: int,
+        steps: dict[str, StepRecord],
+        may_write: Callable[[], bool],
+    ) -> None:
+        self.session_id = claim.session_id
+        self.turn_id = turn_id
+        self.input = turn_input
+        self.attempt = attempt
+        self._store = store
+        self._claim = claim
+        self._steps = steps
+        self._may_write = may_write
+        # Steps this attempt recorded started (or found started) and has not yet
+        # committed or marked unknown, with the tool's reconcile for each.
+        self._open: dict[str, tuple[str, str, Callable[[], Awaitable[Reconciled]]]] = {}
+
+    async def emit(self, payload: Mapping[str, Any], *, kind: str = "message") -> int:
+        """Append an event to the session log; returns its seq."""
+        if kind not in HARNESS_EVENT_KINDS:
+            raise ValueError(f"a harness may emit {sorted(HARNESS_EVENT_KINDS)}, not {kind!r}")
+        self._guard()
+        return await self._store.events_append(
+            self._claim, turn_id=self.turn_id, events=[(kind, payload)]
+        )
+
+    async def call_tool(self, key: str, tool: Tool, args: Mapping[str, Any]) -> Any:
+        """Run ``tool`` at most once for this step key, durably."""
+        call = ToolCall(self.session_id, self.turn_id, key, args)
+        return await self._step(
+            key,
+            "tool",
+            tool.name,
+            args,
+            run=lambda: tool.run(call),
+            reconcile=lambda: tool.reconcile(call),
+        )
+
+    async def call_model(
+        self,
+        key: str,
+        model: Callable[[Mapping[str, Any]], Awaitable[Any]],
+        request: Mapping[str, Any],
+        *,
+        name: str = "model",
+    ) -> Any:
+        """Call a model once per step key; its answer is recorded and replayed."""
+
+        async def not_done() -> Reconciled:
+            return Reconciled(Verdict.NOT_DONE)  # a model call has no effect to repeat
+
+        return await self._step(
+            key, "model", name, request, run=lambda: model(request), reconcile=not_done
+        )
+
+    async def ask(self, key: str, question: Any) -> Any:
+        """The answer to ``question`` once a human gave it (``stint answer``).
+
+        Until then the turn parks: the session's lease and slot are released and
+        an ``approval.requested`` event carries ``key`` and the question. When the
+        answer arrives the turn replays from the start; committed steps return
+        their recorded results, and this call returns the answer.
+        """
+        digest = request_digest("answer", "ask", {"question": question})
+        recorded = self._steps.get(key)
+        if recorded is not None and recorded.status == "committed":
+            if recorded.kind != "answer":
+                raise NondeterministicReplay(f"step {key!r} is a {recorded.kind}, not a question")
+            return recorded.result
+        self._guard()
+        raise Parked(key, question, digest)
+
+    def _guard(self) -> None:
+        if not self._may_write():
+            raise LeaseExpired(f"session {self.session_id}: leases not renewed in time")
+
+    async def _step(
+        self,
+        key: str,
+        kind: str,
+        name: str,
+        request: Mapping[str, Any],
+        *,
+        run: Callable[[], Awaitable[Any]],
+        reconcile: Callable[[], Awaitable[Reconciled]],
+    ) -> Any:
+        digest = request_digest(kind, name, request)
+        recorded = self._steps.get(key)
+        called = (f"{kind}.called", {"step_key": key, "name": name})
+        if recorded is not None:
+            if recorded.request_digest != digest:
+                raise NondeterministicReplay(f"step {key!r} replayed with a different request")
+            if recorded.status == "committed":
+                return recorded.result
+            if recorded.status == "unknown":
+                raise UnknownEffect(f"step {key!r} has an unknown effect")
+            self._open[key] = (kind, digest, reconcile)
+            found = await reconcile()
+            if found.verdict is Verdict.DONE:
+                await self._finish(key, kind, digest, found.result, reconciled=True)
+                return found.result
+            if found.verdict is Verdict.UNKNOWN:
+                await self._mark_unknown(key, "its tool cannot tell whether it ran")
+                raise UnknownEffect(f"step {key!r} has an unknown effect")
+        else:
+            self._guard()
+            await self._store.steps_start(
+                self._claim,
+                turn_id=self.turn_id,
+                step_key=key,
+                kind=kind,
+                digest=digest,
+                events=[called],
+            )
+            self._steps[key] = StepRecord(key, kind, "started", digest, None)
+            self._open[key] = (kind, digest, reconcile)
+            failpoint("after_step_started")
+        self._guard()
+        try:
+            result = await run()
+        except Exception as exc:
+            await self._mark_unknown(key, f"{type(exc).__name__}: {exc}")
+            raise
+        failpoint("after_effect")
+        await self._finish(key, kind, digest, result, reconciled=False)
+        failpoint("after_step_commit")
+        return result
+
+    async def settle_open_steps(self) -> None:
+        """The turn is ending without a retry: no step may stay ``started``.
+
+        Each open step is reconciled by its tool: done → committed with what the
+        tool found; otherwise → ``unknown`` with an ``effect.unknown`` event. A
+        later attempt would have done the same, but a finished turn has none.
+        """
+        for key, (kind, digest, reconcile) in list(self._open.items()):
+            found = await reconcile()
+            if found.verdict is Verdict.DONE:
+                await self._finish(key, kind, digest, found.result, reconciled=True)
+            else:
+                await self._mark_unknown(key, "the turn ended before this step committed")
+
+    async def _finish(
+        self, key: str, kind: str, digest: str, result: Any, *, reconciled: bool
+    ) -> None:
+        self._guard()
+        await self._store.steps_finish(
+            self._claim,
+            turn_id=self.turn_id,
+            step_key=key,
+            status="committed",
+            result=result,
+            events=[(f"{kind}.returned", {"step_key": key, "reconciled": reconciled})],
+        )
+        self._steps[key] = StepRecord(key, kind, "committed", digest, result)
+        self._open.pop(key, None)
+
+    async def _mark_unknown(self, key: str, reason: str) -> None:
+        self._guard()
+        await self._store.steps_finish(
+            self._claim,
+            turn_id=self.turn_id,
+            step_key=key,
+            status="unknown",
+            result=None,
+            events=[("effect.unknown", {"step_key": key, "reason": reason})],
+        )
+        self._open.pop(key, None)

@@ -1,0 +1,107 @@
+"""``worker``: one worker process with N slots, until SIGTERM/SIGINT (then it drains)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import uvloop
+
+from stint.config.logs import setup_logging
+from stint.config.options import add_setting, overrides_from
+from stint.config.settings import Settings, SettingsError, load_settings
+from stint.config.target import resolve_store_config, workspace_dir
+from stint.store.errors import StoreError
+from stint.store.migrate import migrate
+from stint.worker.app import Worker, new_worker_id
+from stint.worker.failpoints import configure as configure_failpoints
+from stint.worker.harness import HarnessLoadError, load_harness
+from stint.worker.telemetry import setup_tracing
+
+__all__ = ["main"]
+
+log = logging.getLogger("stint.worker")
+
+_FIELDS = (
+    "slots",
+    "database_url",
+    "db_schema",
+    "harness",
+    "lease_seconds",
+    "poll_interval",
+    "drain_seconds",
+    "pins",
+    "workspace",
+    "worker_id",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="worker",
+        description=(
+            "Run one Stint worker: claim agent sessions from PostgreSQL through leased "
+            "rows and run their turns in SLOTS concurrent slots. SIGTERM or SIGINT drains "
+            "(finish running turns within --drain-seconds, then hand the rest back); a "
+            "second signal skips the wait. Every option has a STINT_* variable; the "
+            "flag wins."
+        ),
+    )
+    add_setting(parser, "--slots", "slots", type=int, metavar="N")
+    add_setting(parser, "--database-url", "database_url", metavar="URL")
+    add_setting(parser, "--schema", "db_schema", metavar="NAME")
+    add_setting(parser, "--harness", "harness", metavar="MODULE:OBJECT")
+    add_setting(parser, "--lease-seconds", "lease_seconds", type=float, metavar="S")
+    add_setting(parser, "--poll-interval", "poll_interval", type=float, metavar="S")
+    add_setting(parser, "--drain-seconds", "drain_seconds", type=float, metavar="S")
+    add_setting(parser, "--pin", "pins", action="append", metavar="PIN")
+    add_setting(parser, "--workspace", "workspace", type=Path, metavar="DIR")
+    add_setting(parser, "--worker-id", "worker_id", metavar="ID")
+    return parser
+
+
+async def _serve(settings: Settings) -> int:
+    config = resolve_store_config(settings)
+    if settings.auto_migrate:
+        applied = await migrate(config)
+        for migration in applied:
+            log.info("applied migration %s", migration.label)
+    workspace = workspace_dir(settings)
+    workspace.mkdir(parents=True, exist_ok=True)
+    harness = load_harness(settings.harness, workspace=workspace)
+    worker = Worker(settings, config, harness, worker_id=settings.worker_id or new_worker_id())
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, worker.request_stop)
+    return await worker.run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(**overrides_from(args, *_FIELDS))
+    except SettingsError as exc:
+        print(f"worker: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log_level)
+    setup_tracing()
+    try:
+        configure_failpoints(settings.failpoints)
+    except ValueError as exc:
+        print(f"worker: STINT_FAILPOINTS: {exc}", file=sys.stderr)
+        return 2
+    if settings.failpoints:
+        log.warning("failpoints enabled: %s", settings.failpoints)
+    try:
+        return uvloop.run(_serve(settings))
+    except (StoreError, HarnessLoadError) as exc:
+        log.error("worker cannot run: %s", exc)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+"""Runs one claimed session's turns, in order, under its lease.
+
+A runner lives in one slot. It starts the session's next turn, hands the
+harness a durable context, records the outcome with the turn's terminal event,
+and goes on while turns are queued, up to the fairness limits. A turn ends as
+``succeeded`` or ``failed``; ``interrupted`` past its time limit or on request;
+``cancelled`` on request; or it parks on a question and frees the slot. Losing
+the lease ends the runner without another write; cancellation for a drain or a
+lost lease leaves the hand-back to the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from stint.store.errors import LeaseLost, StoreError
+from stint.store.models import Claim, ControlRequest, TurnStart
+from stint.store.runtime import RuntimeStore
+from stint.worker.context import LeaseExpired, Parked, TurnContext
+from stint.worker.failpoints import failpoint
+from stint.worker.harness import Harness
+from stint.worker.telemetry import SPAN_TURN, span
+
+__all__ = ["Held", "Limits", "SessionRunner"]
+
+log = logging.getLogger("stint.worker.runner")
+
+_MAX_ERROR_CHARS = 2000
+_STOPPED = {
+    "cancel": ("cancelled", "turn.cancelled"),
+    "interrupt": ("interrupted", "turn.interrupted"),
+}
+
+
+@dataclass
+class Held:
+    """A session this worker holds: its lease, its slot task, its running turn."""
+
+    claim: Claim
+    task: asyncio.Task[None] | None = None
+    turn_id: UUID | None = None
+    in_harness: bool = False
+    control: ControlRequest | None = None
+    lost: bool = field(default=False)
+    # Set while a write that may give the lease up is in flight (finish, park,
+    # hand-back): a renewal that no longer finds the session is then not a loss.
+    releasing: bool = False
+
+    def stop_turn(self, control: ControlRequest) -> None:
+        """An operator asked to stop a turn: cancel the harness if it runs that turn."""
+        self.control = control
+        if self.in_harness and self.turn_id == control.turn_id and self.task is not None:
+            self.task.cancel()
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-turn time limit and the fairness limits of one claim."""
+
+    turn_timeout: float
+    max_turns_per_claim: int
+    max_claim_seconds: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    output: Any
+    error: str | None
+    kind: str
+    reason: str | None = None
+
+
+class SessionRunner:
+    """Stateless apart from its collaborators; one ``run`` call per held session."""
+
+    def __init__(
+        self,
+        *,
+        store: RuntimeStore,
+        harness: Harness,
+        limits: Limits,
+        may_write: Callable[[], bool],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self._store = store
+        self._harness = harness
+        self._limits = limits
+        self._may_write = may_write
+        self._stopping = stopping
+
+    async def run(self, held: Held) -> None:
+        claim = held.claim
+        claimed_at = time.monotonic()
+        turns = 0
+        try:
+            while True:
+                if not self._may_write():
+                    raise LeaseExpired(f"session {claim.session_id}: worker fenced itself")
+                turn = None if self._stopping() else await self._store.turns_begin(claim)
+                if turn is None:
+                    held.releasing = True
+                    await self._store.sessions_release(claim)
+                    return
+                held.turn_id = turn.turn_id
+                with span(
+                    SPAN_TURN,
+                    session_id=str(claim.session_id),
+                    turn_id=str(turn.turn_id),
+                    attempt=turn.attempts,
+                ) as current:
+                    outcome = await self._run_turn(held, turn)
+                    current.set_attribute("status", outcome.status if outcome else "parked")
+                    held.turn_id = None  # from here the finish (or park) write owns the turn
+                    if outcome is None:
+                        return  # parked: the lease is released, the slot is free
+                    turns += 1
+                    held.releasing = True  # finishing releases the lease when nothing is queued
+                    finished = await self._store.turns_finish(
+                        claim,
+                        turn_id=turn.turn_id,
+                        status=outcome.status,
+                        output=outcome.output,
+                        error=outcome.error,
+                        events=[(outcome.kind, _terminal_payload(outcome, turn))],
+                        release=self._should_yield(turns, claimed_at),
+                        reason=outcome.reason,
+                    )
+                    failpoint("after_turn_finish")
+                if not finished.still_held:
+                    return
+                held.releasing = False
+        except (LeaseLost, LeaseExpired) as exc:
+            held.lost = True
+            log.warning("session %s: lease lost, stopping its slot (%s)", claim.session_id, exc)
+        except StoreError as exc:
+            log.warning("session %s: store failed, giving it back (%s)", claim.session_id, exc)
+            await self._give_back(held)
+
+    def _should_yield(self, turns: int, claimed_at: float) -> bool:
+        """Give the slot up (session back to the end of the line) when draining or
+        after this claim's share, so one long queue cannot starve other sessions."""
+        return (
+            self._stopping()
+            or turns >= self._limits.max_turns_per_claim
+            or time.monotonic() - claimed_at >= self._limits.max_claim_seconds
+        )
+
+    async def _run_turn(self, held: Held, turn: TurnStart) -> Outcome | None:
+        """The turn's outcome, or None when it parked on a question."""
+        claim = held.claim
+        control = held.control
+        if control is not None and control.turn_id == turn.turn_id:
+            return _stopped(control)
+        steps = {}
+        if turn.attempts > 1:
+            steps = await self._store.steps_for_turn(claim, turn.turn_id)
+        ctx = TurnContext(
+            store=self._store,
+            claim=claim,
+            turn_id=turn.turn_id,
+            turn_input=turn.input,
+            attempt=turn.attempts,
+            steps=steps,
+            may_write=self._may_write,
+        )
+        outcome = await self._outcome(held, turn, ctx)
+        if outcome is not None:
+            await ctx.settle_open_steps()  # the turn ends: no step may stay started
+        return outcome
+
+    async def _outcome(self, held: Held, turn: TurnStart, ctx: TurnContext) -> Outcome | None:
+        """Run the harness under the turn's time limit; map how it ended."""
+        claim = held.claim
+        limit = turn.timeout_seconds or self._limits.turn_timeout
+        deadline = asyncio.timeout(limit)
+        held.in_harness = True
+        try:
+            async with deadline:
+                output = await self._harness.run_turn(ctx)
+            json.dumps(output)
+        except Parked as parked:
+            held.in_harness = False
+            held.releasing = True
+            requested = await self._store.turns_park(
+                claim,
+                turn_id=turn.turn_id,
+                step_key=parked.step_key,
+                digest=parked.digest,
+                question=parked.question,
+            )
+            if requested is None:
+                return None
+            held.releasing = False  # not parked: a cancel or interrupt came first
+            return _stopped(requested)
+        except asyncio.CancelledError:
+            control = held.control
+            if held.lost or control is None or control.turn_id != turn.turn_id:
+                raise  # a drain or a lost lease: the worker decides what happens next
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            return _stopped(control)
+        except TimeoutError as exc:
+            if not deadline.expired():
+                return _failed(turn, exc)
+            return Outcome(
+                "interrupted",
+                None,
+                f"turn timed out after {limit:g}s",
+                "turn.interrupted",
+                reason="timeout",
+            )
+        except (StoreError, LeaseExpired):
+            raise
+        except Exception as exc:
+            return _failed(turn, exc)
+        finally:
+            held.in_harness = False
+        return Outcome("succeeded", output, None, "turn.completed")
+
+    async def _give_back(self, held: Held) -> None:
+        held.lost = True
+        held.releasing = True
+        try:
+            await self._store.sessions_release(held.claim, turn_id=held.turn_id, reason="error")
+        except StoreError as exc:
+            log.warning("session %s: left to lease expiry (%s)", held.claim.session_id, exc)
+
+
+def _stopped(control: ControlRequest) -> Outcome:
+    status, kind = _STOPPED[control.action]
+    reason = control.reason or "operator"
+    return Outcome(status, None, f"{status}: {reason}", kind, reason=reason)
+
+
+def _failed(turn: TurnStart, exc: Exception) -> Outcome:
+    log.info("turn %s failed: %s", turn.turn_id, exc)
+    error = f"{type(exc).__name__}: {exc}"[:_MAX_ERROR_CHARS]
+    return Outcome("failed", None, error, "turn.failed")
+
+
+def _terminal_payload(outcome: Outcome, turn: TurnStart) -> dict[str, Any]:
+    payload: dict[str, Any] = {"attempt": turn.attempts, "status": outcome.status}
+    if outcome.error is not None:
+        payload["error"] = outcome.error
+    if outcome.reason is not None:
+        payload["reason"] = outcome.reason
+    return payload

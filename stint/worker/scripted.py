@@ -1,0 +1,73 @@
+"""The scripted fixture harness: the load test's and the demo's workload.
+
+Per turn: append and fsync one uniquely keyed native effect, then wait
+``min_wait_ms`` or until the named gate opens, whichever is later. Gates are
+files under ``<workspace>/gates/`` so a test in another process can open them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from stint.worker.context import TurnContext
+from stint.worker.journal import EffectJournal
+from stint.worker.tools import JournalTool
+
+__all__ = ["ScriptedHarness", "gate_path", "harness", "open_gate"]
+
+_GATE_POLL_SECONDS = 0.02
+
+
+def gate_path(workspace: Path, name: str) -> Path:
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"bad gate name {name!r}")
+    return workspace / "gates" / name
+
+
+def open_gate(workspace: Path, name: str) -> None:
+    """Open a gate: every turn waiting on it may finish (after its min wait)."""
+    path = gate_path(workspace, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+class ScriptedHarness:
+    """Input: ``{"min_wait_ms": 250, "gate": "name"?, "ask": "question"?}``.
+
+    With ``ask`` the turn performs its effect, waits, then asks and parks until
+    ``stint answer``; the answer ends up in the turn's output.
+    """
+
+    def __init__(self, *, workspace: Path) -> None:
+        self._workspace = workspace
+        self._tool = JournalTool(EffectJournal(workspace / "journals"))
+
+    async def run_turn(self, ctx: TurnContext) -> Any:
+        wait_ms = int(ctx.input.get("min_wait_ms", 250))
+        started = time.monotonic()
+        effect = await ctx.call_tool(
+            f"effect-{ctx.turn_id}", self._tool, {"turn_id": str(ctx.turn_id)}
+        )
+        deadline = started + wait_ms / 1000
+        gate = ctx.input.get("gate")
+        if gate is not None:
+            path = gate_path(self._workspace, str(gate))
+            # The gate is opened by another process, so there is no event to await.
+            while not path.exists():  # noqa: ASYNC110
+                await asyncio.sleep(_GATE_POLL_SECONDS)
+        remaining = deadline - time.monotonic()
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+        output: dict[str, Any] = {"effect": effect["key"], "waited_ms": wait_ms}
+        question = ctx.input.get("ask")
+        if question is not None:
+            output["answer"] = await ctx.ask(f"ask-{ctx.turn_id}", question)
+        return output
+
+
+def harness(*, workspace: Path) -> ScriptedHarness:
+    """Factory named by the default ``--harness worker.scripted:harness``."""
+    return ScriptedHarness(workspace=workspace)

@@ -1,1 +1,0 @@
-"""Stint store package."""

@@ -1,1 +1,0 @@
-"""Stint worker package."""

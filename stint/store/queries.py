@@ -15,7 +15,7 @@ from typing import LiteralString
 
 from stint.store.errors import ConfigError
 
-__all__ = ["query"]
+__all__ = ["query", "raw_sections"]
 
 _MARKER = re.compile(r"^--\s*name:\s*(?P<name>[a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"/\*include:(?P<name>[a-z_][a-z0-9_]*)\*/")
@@ -38,7 +38,7 @@ def parse_sections(text: str, *, source: str) -> dict[str, str]:
 
 
 @cache
-def _all_queries() -> dict[str, str]:
+def _sections() -> dict[str, str]:
     found: dict[str, str] = {}
     for entry in sorted(resources.files("stint.store").joinpath("sql").iterdir(), key=str):
         if not entry.name.endswith(".sql"):
@@ -47,19 +47,34 @@ def _all_queries() -> dict[str, str]:
             if name in found:
                 raise ConfigError("duplicate SQL statement name", name=name, file=entry.name)
             found[name] = body
+    return found
+
+
+@cache
+def _all_queries() -> dict[str, str]:
+    found = _sections()
     return {name: _expand(body, found) for name, body in found.items()}
 
 
-def _expand(body: str, sections: dict[str, str]) -> str:
-    """Replace ``/*include:name*/`` with that section (a shared CTE fragment)."""
+def _expand(body: str, sections: dict[str, str], within: tuple[str, ...] = ()) -> str:
+    """Replace ``/*include:name*/`` with that section (a shared fragment), which
+    may include others in turn; a fragment that includes itself is refused."""
 
     def fragment(match: re.Match[str]) -> str:
         name = match.group("name")
         if name not in sections:
             raise ConfigError("SQL include names no statement", name=name)
-        return sections[name]
+        if name in within:
+            raise ConfigError("SQL include cycle", chain=" > ".join((*within, name)))
+        return _expand(sections[name], sections, (*within, name))
 
     return _INCLUDE.sub(fragment, body)
+
+
+def raw_sections() -> dict[str, str]:
+    """Every named section as written, includes not expanded (for tests that
+    check who writes what)."""
+    return dict(_sections())
 
 
 def query(name: str) -> LiteralString:

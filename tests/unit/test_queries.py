@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from stint.store.errors import ConfigError
-from stint.store.queries import parse_sections, query
+from stint.store.queries import _expand, parse_sections, query, raw_sections
 
 
 def test_sections_are_split_by_name() -> None:
@@ -25,3 +27,54 @@ def test_includes_are_expanded() -> None:
 def test_unknown_name_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="no SQL statement"):
         query("no_such_statement")
+
+
+def test_include_cycles_are_refused() -> None:
+    sections = {"a": "x /*include:b*/", "b": "y /*include:a*/"}
+    with pytest.raises(ConfigError, match="cycle"):
+        _expand(sections["a"], sections)
+
+
+# The event log has one owner: the fragments log_reserve (the seq bump) and
+# log_append (the insert). Any other statement writing either would be free to
+# break the contiguous-cursor invariant, so this test refuses it.
+_ASSIGNS_SEQ = re.compile(r"\blast_event_seq\s*=(?!=)", re.IGNORECASE)
+_WRITES_EVENTS = re.compile(
+    r"\b(insert\s+into|update|delete\s+from|truncate|copy)\s+(\w+\.)?events\b", re.IGNORECASE
+)
+
+
+def _code(body: str) -> str:
+    """The statement without its ``--`` comments (which may name what they describe)."""
+    return "\n".join(line.split("--", 1)[0] for line in body.splitlines())
+
+
+def test_only_the_log_fragments_write_the_event_log() -> None:
+    sections = raw_sections()
+    seq_writers = {n for n, body in sections.items() if _ASSIGNS_SEQ.search(_code(body))}
+    event_writers = {n for n, body in sections.items() if _WRITES_EVENTS.search(_code(body))}
+    assert seq_writers == {"log_reserve"}
+    assert event_writers == {"log_append"}
+
+
+_FRAGMENTS = {"log_reserve", "log_append", "log_bump_fenced", "log_new_from_params"}
+_RESERVE = "last_event_seq = last_event_seq + (SELECT count(*) FROM log_new)"
+
+
+def test_every_statement_that_appends_also_reserves() -> None:
+    statements = set(raw_sections()) - _FRAGMENTS
+    appending = {n for n in statements if "INSERT INTO events" in query(n)}
+    reserving = {n for n in statements if _RESERVE in query(n)}
+    assert appending == reserving
+    assert {"turns_begin", "turns_finish", "turns_park", "sessions_release"} <= appending
+    assert {"controls_cancel_queued", "controls_end_turn", "answers_record"} <= appending
+    assert {"events_append", "steps_start", "steps_finish"} <= appending
+
+
+def test_the_write_checks_catch_a_hand_written_insert() -> None:
+    rogue = (
+        "WITH x AS (INSERT INTO events (session_id) VALUES (1)) "
+        "UPDATE sessions SET last_event_seq = 2"
+    )
+    assert _WRITES_EVENTS.search(_code(rogue))
+    assert _ASSIGNS_SEQ.search(_code(rogue))

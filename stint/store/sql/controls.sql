@@ -14,12 +14,14 @@ WITH cancelled AS (
     WHERE session_id = %(session_id)s AND status = 'queued'
       AND (%(turn_id)s::uuid IS NULL OR id = %(turn_id)s::uuid)
     RETURNING id, seq
-), numbered AS (
-    SELECT id, row_number() OVER (ORDER BY seq) AS n, count(*) OVER () AS total
+), log_new AS (
+    SELECT id AS turn_id, 'turn.cancelled'::text AS kind,
+           jsonb_build_object('reason', %(reason)s::text, 'was', 'queued') AS payload,
+           NULL::bigint AS lease_epoch, row_number() OVER (ORDER BY seq) AS ord
     FROM cancelled
-), counted AS (
+), log_bump AS (
     UPDATE sessions
-    SET last_event_seq = last_event_seq + (SELECT count(*) FROM cancelled),
+    SET /*include:log_reserve*/,
         queued_turns   = queued_turns - (SELECT count(*) FROM cancelled),
         status         = CASE WHEN status = 'ready'
                                    AND queued_turns = (SELECT count(*) FROM cancelled)
@@ -30,13 +32,7 @@ WITH cancelled AS (
         updated_at     = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM cancelled)
     RETURNING last_event_seq
-), announced AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload)
-    SELECT %(session_id)s, counted.last_event_seq - numbered.total + numbered.n, numbered.id,
-           'turn.cancelled', jsonb_build_object('reason', %(reason)s::text, 'was', 'queued')
-    FROM counted, numbered
-    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
-)
+), /*include:log_append*/
 SELECT id FROM cancelled ORDER BY seq
 
 -- name: controls_active_turn
@@ -65,9 +61,14 @@ WITH ended AS (
     SET status = %(status)s, finished_at = now(), reason = %(reason)s
     WHERE id = %(turn_id)s AND status IN ('running', 'parked')
     RETURNING id
-), counted AS (
+), log_new AS (
+    SELECT ended.id AS turn_id, %(kind)s::text AS kind,
+           jsonb_build_object('reason', %(reason)s::text, 'by', 'database') AS payload,
+           NULL::bigint AS lease_epoch, 1::bigint AS ord
+    FROM ended
+), log_bump AS (
     UPDATE sessions
-    SET last_event_seq       = last_event_seq + 1,
+    SET /*include:log_reserve*/,
         queued_turns         = queued_turns - 1,
         status               = CASE WHEN queued_turns > 1 THEN 'ready' ELSE 'idle' END,
         ready_at             = CASE WHEN queued_turns > 1 THEN now() END,
@@ -81,15 +82,9 @@ WITH ended AS (
         updated_at           = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM ended)
     RETURNING last_event_seq, status
-), announced AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload)
-    SELECT %(session_id)s, counted.last_event_seq, ended.id, %(kind)s,
-           jsonb_build_object('reason', %(reason)s::text, 'by', 'database')
-    FROM counted, ended
-    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
-)
+), /*include:log_append*/
 SELECT ended.id, pg_notify(%(work_channel)s, '') IS NULL
-FROM ended, counted
+FROM ended, log_bump
 
 -- name: answers_record
 -- Record the answer to a parked turn's question as its committed 'answer'
@@ -113,18 +108,16 @@ WITH open_question AS (
     FROM answered
     WHERE turns.id = answered.turn_id
     RETURNING turns.id
-), counted AS (
+), log_new AS (
+    SELECT resumed.id AS turn_id, 'approval.answered'::text AS kind,
+           jsonb_build_object('step_key', %(step_key)s::text) AS payload,
+           NULL::bigint AS lease_epoch, 1::bigint AS ord
+    FROM resumed
+), log_bump AS (
     UPDATE sessions
-    SET status = 'ready', ready_at = now(), last_event_seq = last_event_seq + 1,
-        updated_at = now()
+    SET /*include:log_reserve*/, status = 'ready', ready_at = now(), updated_at = now()
     WHERE id = %(session_id)s AND status = 'parked' AND EXISTS (SELECT FROM resumed)
     RETURNING last_event_seq
-), announced AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload)
-    SELECT %(session_id)s, counted.last_event_seq, resumed.id, 'approval.answered',
-           jsonb_build_object('step_key', %(step_key)s::text)
-    FROM counted, resumed
-    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
-)
+), /*include:log_append*/
 SELECT resumed.id, pg_notify(%(work_channel)s, '') IS NULL
-FROM resumed, counted
+FROM resumed, log_bump

@@ -1,36 +1,52 @@
--- name: fence_and_count_events
--- Fragment: lock the session row only if this worker still holds its lease
--- (owner and epoch), and reserve seqs for %(kinds)s. No row: the lease is lost
--- and the including statement writes nothing.
-fence AS (
+-- name: log_reserve
+-- THE EVENT LOG'S ONE OWNER, part 1 of 2 (a test fails if any other statement
+-- assigns last_event_seq or writes events). A SET item for the including
+-- statement's sessions UPDATE, which must be the CTE named log_bump and return
+-- last_event_seq: it reserves one seq per row of the CTE log_new under the
+-- session row lock (not a sequence: sequences leave gaps on rollback).
+last_event_seq = last_event_seq + (SELECT count(*) FROM log_new)
+
+-- name: log_append
+-- THE EVENT LOG'S ONE OWNER, part 2 of 2: insert log_new's rows (turn_id,
+-- kind, payload, lease_epoch, ord = 1..n) numbered right below
+-- log_bump.last_event_seq, so a session's seqs are always exactly 1..N. No
+-- log_bump row (the fence failed) means nothing is written. NOTIFY folds
+-- identical notifications within a transaction into one.
+log_append AS (
+    INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
+    SELECT %(session_id)s,
+           log_bump.last_event_seq - (SELECT count(*) FROM log_new) + log_new.ord,
+           log_new.turn_id,
+           log_new.kind,
+           log_new.payload,
+           log_new.lease_epoch
+    FROM log_bump, log_new
+    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
+)
+
+-- name: log_new_from_params
+-- Fragment: log_new from the statement's %(kinds)s and %(payloads)s, written
+-- for %(turn_id)s under this worker's lease epoch.
+log_new AS (
+    SELECT %(turn_id)s::uuid AS turn_id, e.kind, e.payload, %(epoch)s::bigint AS lease_epoch,
+           e.ord
+    FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[]) WITH ORDINALITY AS e (kind, payload, ord)
+)
+
+-- name: log_bump_fenced
+-- Fragment: reserve seqs for log_new only if this worker still holds the
+-- session's lease (owner and epoch). No row: the lease is lost and the
+-- including statement writes nothing.
+log_bump AS (
     UPDATE sessions
-    SET last_event_seq = last_event_seq + cardinality(%(kinds)s::text[]),
-        updated_at     = now()
+    SET /*include:log_reserve*/, updated_at = now()
     WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
     RETURNING last_event_seq
 )
 
--- name: fenced_events
--- Fragment included by fenced writes: inserts %(kinds)s/%(payloads)s as events
--- numbered right below fence.last_event_seq, which the including statement's
--- "fence" CTE has just advanced by cardinality(%(kinds)s) under the session lock.
-events_added AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
-    SELECT %(session_id)s,
-           fence.last_event_seq - cardinality(%(kinds)s::text[]) + e.ord,
-           %(turn_id)s,
-           e.kind,
-           e.payload,
-           %(epoch)s
-    FROM fence,
-         unnest(%(kinds)s::text[], %(payloads)s::jsonb[]) WITH ORDINALITY AS e (kind, payload, ord)
-    -- NOTIFY folds identical notifications within a transaction into one.
-    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
-)
-
 -- name: events_append
-WITH /*include:fence_and_count_events*/, /*include:fenced_events*/
-SELECT last_event_seq FROM fence
+WITH /*include:log_new_from_params*/, /*include:log_bump_fenced*/, /*include:log_append*/
+SELECT last_event_seq FROM log_bump
 
 -- name: events_after
 SELECT session_id, seq, kind, turn_id, payload, created_at

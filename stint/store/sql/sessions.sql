@@ -56,9 +56,14 @@ WITH fence AS (
     SET status = 'queued'
     WHERE id = %(turn_id)s AND status = 'running' AND EXISTS (SELECT FROM fence)
     RETURNING id, seq
-), released AS (
+), log_new AS (
+    SELECT requeued.id AS turn_id, 'turn.released'::text AS kind,
+           jsonb_build_object('reason', %(reason)s::text, 'worker', %(owner)s::text) AS payload,
+           %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
+    FROM requeued
+), log_bump AS (
     UPDATE sessions
-    SET last_event_seq   = last_event_seq + (SELECT count(*) FROM requeued),
+    SET /*include:log_reserve*/,
         status           = CASE WHEN queued_turns > 0 THEN 'ready' ELSE 'idle' END,
         ready_at         = CASE WHEN queued_turns > 0 THEN now() END,
         lease_owner      = NULL,
@@ -66,14 +71,8 @@ WITH fence AS (
         updated_at       = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM fence)
     RETURNING last_event_seq
-), announced AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
-    SELECT %(session_id)s, released.last_event_seq, requeued.id, 'turn.released',
-           jsonb_build_object('reason', %(reason)s::text, 'worker', %(owner)s::text), %(epoch)s
-    FROM released, requeued
-    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
-)
-SELECT (SELECT count(*) FROM requeued) AS requeued FROM released
+), /*include:log_append*/
+SELECT (SELECT count(*) FROM requeued) AS requeued FROM log_bump
 
 -- name: sessions_create
 INSERT INTO sessions (tenant, pin)

@@ -47,29 +47,28 @@ WITH fence AS (
     FROM next_turn, fence
     WHERE t.id = next_turn.id
     RETURNING t.id, t.seq, t.input, t.attempts, t.timeout_seconds
-), counted AS (
+), log_new AS (
+    SELECT started.id AS turn_id, 'turn.started'::text AS kind,
+           jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text) AS payload,
+           %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
+    FROM started
+), log_bump AS (
     UPDATE sessions
-    SET last_event_seq = last_event_seq + 1, updated_at = now()
+    SET /*include:log_reserve*/, updated_at = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM started)
     RETURNING last_event_seq
-), announced AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
-    SELECT %(session_id)s, counted.last_event_seq, started.id, 'turn.started',
-           jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text), %(epoch)s
-    FROM counted, started
-    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
-)
-SELECT EXISTS (SELECT FROM fence) AS fenced, started.id, started.seq, started.input,
-       started.attempts, started.timeout_seconds
+), /*include:log_append*/
+SELECT EXISTS (SELECT FROM fence) AS fenced, started.id AS turn_id, started.seq,
+       started.input, started.attempts, started.timeout_seconds
 FROM (SELECT) AS one
 LEFT JOIN started ON true
 
 -- name: turns_finish
 -- Record a turn's terminal state and its terminal event; then either keep the
 -- lease (more turns queued, caller may continue) or release the session.
-WITH fence AS (
+WITH /*include:log_new_from_params*/, log_bump AS (
     UPDATE sessions s
-    SET last_event_seq   = s.last_event_seq + cardinality(%(kinds)s::text[]),
+    SET /*include:log_reserve*/,
         queued_turns     = s.queued_turns - 1,
         status           = CASE
                                WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.status
@@ -94,9 +93,9 @@ WITH fence AS (
     UPDATE turns
     SET status = %(status)s, output = %(output)s, error = %(error)s, reason = %(reason)s,
         finished_at = now()
-    WHERE id = %(turn_id)s AND EXISTS (SELECT FROM fence)
-), /*include:fenced_events*/
-SELECT queued_turns, still_held FROM fence
+    WHERE id = %(turn_id)s AND EXISTS (SELECT FROM log_bump)
+), /*include:log_append*/
+SELECT queued_turns, still_held FROM log_bump
 
 -- name: turns_park
 -- Under the lease: the turn waits for an answer. Record the question as a
@@ -111,33 +110,33 @@ WITH held AS (
     FROM sessions
     WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
     FOR UPDATE
-), fence AS (
+), log_new AS (
+    SELECT %(turn_id)s::uuid AS turn_id, 'approval.requested'::text AS kind,
+           jsonb_build_object('step_key', %(step_key)s::text, 'question', %(question)s::jsonb)
+               AS payload,
+           %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
+    FROM held
+    WHERE held.control_turn_id IS DISTINCT FROM %(turn_id)s
+      AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
+), log_bump AS (
     UPDATE sessions s
-    SET last_event_seq   = s.last_event_seq + 1,
+    SET /*include:log_reserve*/,
         status           = 'parked',
         ready_at         = NULL,
         lease_owner      = NULL,
         lease_expires_at = NULL,
         updated_at       = now()
     FROM held
-    WHERE s.id = held.id AND held.control_turn_id IS DISTINCT FROM %(turn_id)s
-      AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
+    WHERE s.id = held.id AND EXISTS (SELECT FROM log_new)
     RETURNING s.last_event_seq
 ), asked AS (
     INSERT INTO steps (session_id, turn_id, step_key, kind, status, request_digest, lease_epoch)
     SELECT %(session_id)s, %(turn_id)s, %(step_key)s, 'answer', 'started', %(digest)s, %(epoch)s
-    FROM fence
+    FROM log_bump
     ON CONFLICT (session_id, turn_id, step_key) DO NOTHING
 ), parked AS (
-    UPDATE turns SET status = 'parked' WHERE id = %(turn_id)s AND EXISTS (SELECT FROM fence)
-), announced AS (
-    INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
-    SELECT %(session_id)s, fence.last_event_seq, %(turn_id)s, 'approval.requested',
-           jsonb_build_object('step_key', %(step_key)s::text, 'question', %(question)s::jsonb),
-           %(epoch)s
-    FROM fence
-    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
-)
-SELECT EXISTS (SELECT FROM fence) AS parked, held.control, held.control_reason
+    UPDATE turns SET status = 'parked' WHERE id = %(turn_id)s AND EXISTS (SELECT FROM log_bump)
+), /*include:log_append*/
+SELECT EXISTS (SELECT FROM log_bump) AS parked, held.control, held.control_reason
 FROM held
-WHERE EXISTS (SELECT FROM fence) OR held.control_turn_id = %(turn_id)s
+WHERE EXISTS (SELECT FROM log_bump) OR held.control_turn_id = %(turn_id)s

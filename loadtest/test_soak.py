@@ -19,6 +19,7 @@ from stint.postgres.throwaway import ThrowawayTemplate
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.pool import open_pool
+from stint.store.probe import ProbeStore
 
 pytestmark = pytest.mark.load
 
@@ -57,6 +58,7 @@ async def test_soak_random_faults_lose_and_duplicate_nothing(
             plan,
             cluster=cluster,
             client=ClientStore(target.config, pool),
+            probe=ProbeStore(target.config, pool),
             env=env,
             dbname=target.database,
             logs=tmp_path,
@@ -70,7 +72,7 @@ async def test_soak_random_faults_lose_and_duplicate_nothing(
         await soak.quiesce()
         stop_workers([w.proc for w in soak.workers])
         report = await soak.judge(pool, workspace / "journals")
-        timings = await ClientStore(target.config, pool).turns_timings()
+        timings = await ProbeStore(target.config, pool).turns_timings()
         figures = soak.figures(report, len(timings), time.monotonic() - started)
         command = shlex.join(["pytest", *request.config.invocation_params.args])
         write_reliability(

@@ -37,6 +37,7 @@ from stint.postgres.throwaway import ThrowawayTemplate
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.pool import open_pool
+from stint.store.probe import ProbeStore
 
 __all__ = ["main"]
 
@@ -74,10 +75,10 @@ async def _enqueue_all(client: ClientStore, turns: int) -> None:
     await asyncio.gather(*(one_session(i) for i in range(sessions)))
 
 
-async def _workers_registered(client: ClientStore, expected: int) -> None:
+async def _workers_registered(probe: ProbeStore, expected: int) -> None:
     async with asyncio.timeout(120):
         # Another process registers them: polling the table is the only signal.
-        while await client.workers_running() < expected:  # noqa: ASYNC110
+        while await probe.workers_running() < expected:  # noqa: ASYNC110
             await asyncio.sleep(_SAMPLE_SECONDS)
 
 
@@ -93,29 +94,30 @@ async def run_one(target: ScratchTarget, workers: int, slots: int, turns: int) -
     }
     pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=8)
     client = ClientStore(config, pool)
+    probe = ProbeStore(config, pool)
     procs: list[subprocess.Popen[bytes]] = [
         spawn_worker(env=env, args=["--slots", str(slots)]) for _ in range(workers)
     ]
     try:
-        await _workers_registered(client, workers)
+        await _workers_registered(probe, workers)
         handles = [psutil.Process(p.pid) for p in procs]
         for p in procs:
             p.send_signal(signal.SIGSTOP)
         await _enqueue_all(client, turns)
         cpu_before = sum(_cpu(h) for h in handles)
-        await client.statements_reset()
+        await probe.statements_reset()
         for p in procs:
             p.send_signal(signal.SIGCONT)
         peak_rss = 0
-        while (await client.turns_progress()).finished < turns:
+        while (await probe.turns_progress()).finished < turns:
             peak_rss = max(peak_rss, *(h.memory_info().rss for h in handles))
             await asyncio.sleep(_SAMPLE_SECONDS)
         cpu = sum(_cpu(h) for h in handles) - cpu_before
-        timings = await client.turns_timings()
+        timings = await probe.turns_timings()
         codes = stop_workers(procs)
         if any(codes):
             raise RuntimeError(f"bench: workers exited with {codes}")
-        statements = await client.statements_calls(excluding=["turns_progress", "turns_timings"])
+        statements = await probe.statements_calls(excluding=["turns_progress", "turns_timings"])
     finally:
         stop_workers(procs)
         await pool.close()

@@ -37,7 +37,9 @@ from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.controls import ControlStore
 from stint.store.pool import Pool, open_pool
+from stint.store.probe import ProbeStore
 from stint.store.runtime import RuntimeStore
+from stint.store.vocabulary import ControlAction
 
 __all__ = ["main"]
 
@@ -64,6 +66,7 @@ class Bench:
     def __init__(self, target: ScratchTarget, pool: Pool, workspace: Path) -> None:
         self.config: StoreConfig = target.config
         self.client = ClientStore(self.config, pool)
+        self.probe = ProbeStore(self.config, pool)
         self.controls = ControlStore(self.config, pool)
         self.runtime = RuntimeStore(self.config, slots=pool, claim=pool, lease=pool)
         self.env = {
@@ -75,7 +78,7 @@ class Bench:
         }
 
     async def _kind_count(self, kind: str) -> int:
-        return len(await self.client.event_times(kind=kind))
+        return len(await self.probe.event_times(kind=kind))
 
     async def cancel_latency(self, count: int) -> dict[str, Any]:
         worker = spawn_worker(env=self.env, args=["--slots", str(count)])
@@ -99,13 +102,15 @@ class Bench:
             requested: dict[UUID, float] = {}
             for done, sid in enumerate(sessions, start=1):
                 requested[sid] = time.time()
-                await self.controls.control(session_id=sid, action="cancel", reason="bench")
+                await self.controls.control(
+                    session_id=sid, action=ControlAction.CANCEL, reason="bench"
+                )
 
                 async def landed(n: int = done) -> bool:
                     return await self._kind_count("turn.cancelled") >= n
 
                 await _until(landed, "the cancel landed")
-            cancelled = await self.client.event_times(kind="turn.cancelled")
+            cancelled = await self.probe.event_times(kind="turn.cancelled")
         finally:
             stop_workers([worker])
         return _ms([cancelled[sid] - requested[sid] for sid in sessions])
@@ -129,11 +134,11 @@ class Bench:
                 )
 
                 async def waiter_started(sid: UUID = waiter.session_id) -> bool:
-                    return sid in await self.client.event_times(kind="turn.started")
+                    return sid in await self.probe.event_times(kind="turn.started")
 
                 await _until(waiter_started, "the waiting session started")
-                asked = await self.client.event_times(kind="approval.requested")
-                started = await self.client.event_times(kind="turn.started")
+                asked = await self.probe.event_times(kind="approval.requested")
+                started = await self.probe.event_times(kind="turn.started")
                 latencies.append(started[waiter.session_id] - asked[asker.session_id])
         finally:
             stop_workers([worker])
@@ -145,7 +150,7 @@ class Bench:
             await self.client.turns_enqueue(
                 session_id=None, idempotency_key="r", queue_limit=4, turn_input={}
             )
-        await self.client.table_footprint()  # VACUUM (ANALYZE) first, as autovacuum would
+        await self.probe.table_footprint()  # VACUUM (ANALYZE) first, as autovacuum would
         times = []
         for _ in range(ready):
             started = time.perf_counter()
@@ -177,12 +182,12 @@ class Bench:
             seconds = time.monotonic() - started
         finally:
             stop_workers([worker])
-        footprint = await self.client.table_footprint()
+        footprint = await self.probe.table_footprint()
         return {
             "parked_sessions": count,
             "seconds_to_park_all": round(seconds, 1),
-            "tables": {n: {"rows": r, "bytes": b} for n, (r, b) in footprint.items()},
-            "total_bytes": sum(b for _, b in footprint.values()),
+            "tables": {t.name: {"rows": t.rows, "bytes": t.bytes} for t in footprint},
+            "total_bytes": sum(t.bytes for t in footprint),
         }
 
 

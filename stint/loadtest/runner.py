@@ -32,6 +32,7 @@ from stint.ops.processes import spawn_worker, stop_workers
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI
 from stint.store.pool import open_pool
+from stint.store.probe import ProbeStore
 
 __all__ = ["WORKER_SETTINGS", "run_case"]
 
@@ -73,7 +74,7 @@ async def _burst(client: ClientStore, sessions: list[UUID], spec: CaseSpec, phas
 
 
 async def _until_finished(
-    client: ClientStore,
+    probe: ProbeStore,
     *,
     target: int,
     offset: int,
@@ -85,7 +86,7 @@ async def _until_finished(
     """Poll until ``target`` turns (cumulative) have finished; fail on a dead
     worker or past the deadline."""
     while True:
-        finished = (await client.turns_progress()).finished
+        finished = (await probe.turns_progress()).finished
         progress(phase, finished - offset, target - offset)
         if finished >= target:
             return
@@ -189,9 +190,9 @@ async def run_case(
     return report
 
 
-async def _until_registered(client: ClientStore, workers: int, deadline: float) -> None:
+async def _until_registered(probe: ProbeStore, workers: int, deadline: float) -> None:
     # Other processes register themselves: the table is the only signal to poll.
-    while await client.workers_running() < workers:
+    while await probe.workers_running() < workers:
         if time.monotonic() > deadline:
             raise TimeoutError(f"only some of {workers} workers registered in time")
         await asyncio.sleep(_POLL_S)
@@ -210,7 +211,8 @@ async def _measure(
     # Opened before the burst, so admission does not wait for new connections.
     pool = await open_pool(config, ROLE_CLI, min_size=8, max_size=8)
     client = ClientStore(config, pool)
-    sampler = Sampler(client, database.memory_peak_mib, database.oom_kills)
+    probe = ProbeStore(config, pool)
+    sampler = Sampler(probe, database.memory_peak_mib, database.oom_kills)
     procs: list[subprocess.Popen[bytes]] = []
     try:
         sessions = [await client.sessions_create() for _ in range(spec.sessions)]
@@ -234,7 +236,7 @@ async def _measure(
         sampler.track(procs)
         await _burst(client, sessions, spec, "cold")
         await _until_finished(
-            client,
+            probe,
             target=spec.sessions,
             offset=0,
             deadline=_burst_deadline(spec),
@@ -242,10 +244,10 @@ async def _measure(
             progress=progress,
             procs=procs,
         )
-        await _until_registered(client, spec.workers, _burst_deadline(spec))
+        await _until_registered(probe, spec.workers, _burst_deadline(spec))
         await _burst(client, sessions, spec, "warm")
         await _until_finished(
-            client,
+            probe,
             target=2 * spec.sessions,
             offset=spec.sessions,
             deadline=_burst_deadline(spec),
@@ -259,7 +261,7 @@ async def _measure(
         report.samples = replace(
             samples, worker_cpu_seconds=round(_children_cpu_seconds() - cpu_before, 3)
         )
-        timings = sorted(await client.turns_timings(), key=lambda t: t.enqueued_at)
+        timings = sorted(await probe.turns_timings(), key=lambda t: t.enqueued_at)
         report.cold = phase_figures(spec, timings[: spec.sessions])
         report.warm = phase_figures(spec, timings[spec.sessions :])
         invariants = await run_checks(pool, journals=workspace / "journals", faults={})

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import psutil
 
 from stint.loadtest.model import Samples
-from stint.store.client import ClientStore
 from stint.store.errors import StoreError
+from stint.store.probe import ProbeStore
 
 __all__ = ["Sampler"]
 
@@ -41,7 +41,7 @@ class _Worker:
 class Sampler:
     """Start with ``start()``, add processes with ``track()``, finish with ``stop()``."""
 
-    client: ClientStore
+    probe: ProbeStore
     pg_memory_peak_mib: Callable[[], float | None]
     pg_oom_kills: Callable[[], int | None]
     workers: list[_Worker] = field(default_factory=list)
@@ -109,8 +109,8 @@ class Sampler:
 
     async def _sample_database(self) -> None:
         try:
-            active, connections = await self.client.load_sample()
+            sample = await self.probe.load_sample()
         except StoreError:
             return  # a missed sample, not a failed case: the checks judge correctness
-        self.max_active = max(self.max_active or 0, active)
-        self.max_connections = max(self.max_connections or 0, connections)
+        self.max_active = max(self.max_active or 0, sample.running_sessions)
+        self.max_connections = max(self.max_connections or 0, sample.worker_connections)

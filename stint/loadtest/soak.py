@@ -30,6 +30,8 @@ from stint.ops.processes import spawn_worker
 from stint.ops.stats import percentile
 from stint.postgres.throwaway import ThrowawayCluster
 from stint.store.client import ClientStore
+from stint.store.probe import ProbeStore
+from stint.store.vocabulary import TurnStatus
 
 __all__ = ["FaultRecord", "Soak", "SoakPlan"]
 
@@ -84,6 +86,7 @@ class Soak:
         *,
         cluster: ThrowawayCluster,
         client: ClientStore,
+        probe: ProbeStore,
         env: dict[str, str],
         dbname: str,
         logs: Path,
@@ -91,6 +94,7 @@ class Soak:
         self.plan = plan
         self.cluster = cluster
         self.client = client
+        self.probe = probe
         self.env = env
         self.dbname = dbname
         self.logs = logs
@@ -164,7 +168,7 @@ class Soak:
             await getattr(self, f"_fault_{kind}")()
 
     async def _held(self, owner: str) -> dict[UUID, int]:
-        return dict(await self._retrying(lambda: self.client.sessions_held_by(owner=owner)))
+        return dict(await self._retrying(lambda: self.probe.sessions_held_by(owner=owner)))
 
     async def _worker_fault(self, kind: str, act: Callable[[_Worker], Awaitable[None]]) -> None:
         live = self.live_workers()
@@ -183,7 +187,7 @@ class Soak:
         """Every lease the victim held was taken over or given back (a new epoch)."""
         deadline = time.monotonic() + 120
         while held and time.monotonic() < deadline:
-            still = await self._retrying(lambda: self.client.sessions_owned_since(held))
+            still = await self._retrying(lambda: self.probe.sessions_owned_since(held))
             if not still:
                 return
             await asyncio.sleep(_POLL_S)
@@ -228,7 +232,7 @@ class Soak:
         await self._worker_fault("proxy_delay", delay)
 
     async def _server_fault(self, kind: str, act: Callable[[], None]) -> None:
-        touched = await self._retrying(self.client.sessions_in_flight)
+        touched = await self._retrying(self.probe.sessions_in_flight)
         record = FaultRecord(kind, time.time(), "postgresql", list(touched))
         self.faults.append(record)
         await asyncio.to_thread(act)
@@ -236,7 +240,7 @@ class Soak:
         started = time.monotonic()
         deadline = started + 120
         while time.monotonic() < deadline:
-            finished = await self._retrying(lambda: self.client.turns_finished_after(restored))
+            finished = await self._retrying(lambda: self.probe.turns_finished_after(restored))
             if finished or not touched:
                 break
             await asyncio.sleep(_POLL_S)
@@ -264,7 +268,7 @@ class Soak:
         if not self.live_workers():
             await self.start_worker()
         deadline = time.monotonic() + self.plan.settle_seconds
-        while await self._retrying(self.client.sessions_in_flight):
+        while await self._retrying(self.probe.sessions_in_flight):
             if time.monotonic() > deadline:
                 raise TimeoutError("the soak did not quiesce in time")
             await asyncio.sleep(0.2)
@@ -282,8 +286,7 @@ class Soak:
         recoveries = [f.recovery_s for f in self.faults if f.recovery_s is not None]
         by_name = {c.name: c for c in report.checks}
         statuses = by_name["no_lost_or_stuck_turn"].evidence["turns_by_status"]
-        terminal = ("succeeded", "failed", "cancelled", "interrupted")
-        lost = sum(n for status, n in statuses.items() if status not in terminal)
+        lost = sum(n for status, n in statuses.items() if not TurnStatus(status).terminal)
         duplicated = len(by_name["no_duplicate_effects"].evidence["duplicates"])
         return {
             "seed": self.plan.seed,

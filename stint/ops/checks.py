@@ -17,11 +17,11 @@ from uuid import UUID
 
 from stint.store.checks import DatabaseEvidence, collect_evidence
 from stint.store.pool import Pool
+from stint.store.vocabulary import StepKind, StepStatus, TurnStatus
 from stint.worker.journal import EffectJournal
 
 __all__ = ["Check", "CheckReport", "run_checks"]
 
-_TERMINAL = {"succeeded", "failed", "cancelled", "interrupted"}
 _LISTED = 20  # evidence lists are cut to this many examples
 
 
@@ -57,15 +57,19 @@ def _journal_keys(journals: Path) -> Counter[tuple[str, str]]:
 def _effect_checks(db: DatabaseEvidence, journals: Path) -> list[Check]:
     lines = _journal_keys(journals)
     duplicates = [f"{s}/{k} x{n}" for (s, k), n in lines.items() if n > 1]
-    tool_steps = {(str(r.session_id), r.step_key): r.status for r in db.steps if r.kind == "tool"}
+    tool_steps = {
+        (str(r.session_id), r.step_key): r.status for r in db.steps if r.kind is StepKind.TOOL
+    }
     step_counts = Counter((str(r.session_id), r.step_key) for r in db.steps)
     committed_without_line = [
         f"{s}/{k}"
         for (s, k), status in tool_steps.items()
-        if status == "committed" and (s, k) not in lines
+        if status is StepStatus.COMMITTED and (s, k) not in lines
     ]
     line_without_step = [
-        f"{s}/{k}" for (s, k) in lines if tool_steps.get((s, k)) not in ("committed", "unknown")
+        f"{s}/{k}"
+        for (s, k) in lines
+        if tool_steps.get((s, k)) not in (StepStatus.COMMITTED, StepStatus.UNKNOWN)
     ]
     return [
         Check(
@@ -81,8 +85,10 @@ def _effect_checks(db: DatabaseEvidence, journals: Path) -> list[Check]:
             "effects_match_steps",
             not committed_without_line and not line_without_step,
             {
-                "committed_tool_steps": sum(1 for s in tool_steps.values() if s == "committed"),
-                "unknown_steps": sum(1 for s in tool_steps.values() if s == "unknown"),
+                "committed_tool_steps": sum(
+                    1 for s in tool_steps.values() if s is StepStatus.COMMITTED
+                ),
+                "unknown_steps": sum(1 for s in tool_steps.values() if s is StepStatus.UNKNOWN),
                 "committed_without_journal_line": committed_without_line[:_LISTED],
                 "journal_line_without_step": line_without_step[:_LISTED],
             },
@@ -109,7 +115,7 @@ def _attempts_check(db: DatabaseEvidence, faults: Mapping[UUID, int]) -> Check:
 
 
 def _turn_checks(db: DatabaseEvidence, *, quiesced: bool) -> list[Check]:
-    unfinished = {s: n for s, n in db.turns_by_status.items() if s not in _TERMINAL}
+    unfinished = {s: n for s, n in db.turns_by_status.items() if not TurnStatus(s).terminal}
     checks = [
         Check(
             "contiguous_event_cursors",

@@ -21,12 +21,13 @@ from stint.ops.checks import run_checks
 from stint.ops.follow import follow_events
 from stint.ops.sizing import measured_profile, render_sizing, size
 from stint.ops.status import render_status
-from stint.store.client import BUSY_STRATEGIES, ClientStore
+from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.controls import ControlStore
 from stint.store.errors import InvalidInput, QueueFull, SessionBusy, StoreError
 from stint.store.migrate import migrate
 from stint.store.pool import open_pool
+from stint.store.vocabulary import BusyStrategy, ControlAction
 
 __all__ = ["main"]
 
@@ -93,7 +94,7 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             pin=args.pin,
             queue_limit=settings.session_queue_limit,
             timeout_seconds=args.timeout,
-            busy=args.busy,
+            busy=BusyStrategy(args.busy),
         )
         line = {
             "session_id": str(result.session_id),
@@ -140,7 +141,10 @@ async def cmd_control(settings: Settings, args: argparse.Namespace) -> int:
 
     async def control(controls: ControlStore) -> int:
         result = await controls.control(
-            session_id=session_id, action=args.command, reason=args.reason, turn_id=turn_id
+            session_id=session_id,
+            action=ControlAction(args.command),
+            reason=args.reason,
+            turn_id=turn_id,
         )
         print(json.dumps(result.as_json()))
         return 0
@@ -279,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--busy",
-        choices=BUSY_STRATEGIES,
+        choices=[strategy.value for strategy in BusyStrategy],
         default="enqueue",
         help="if a turn is in progress: queue behind it (default), reject this input "
         "(exit 3), or interrupt the running turn and run this one next",

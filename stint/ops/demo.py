@@ -25,6 +25,7 @@ from stint.postgres.scratch import reset_schema
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI
 from stint.store.pool import open_pool
+from stint.store.probe import ProbeStore
 
 __all__ = ["run_demo"]
 
@@ -67,10 +68,10 @@ async def run_demo(settings: Settings, *, workers: int, slots: int, sessions: in
                 for i in range(sessions)
             )
         )
-        await _show_progress(client, console, sessions, procs)
+        await _show_progress(ProbeStore(config, pool), console, sessions, procs)
         codes = stop_workers(procs)
         report = await run_checks(pool, journals=workspace / "journals")
-        timings = await client.turns_timings()
+        timings = await ProbeStore(config, pool).turns_timings()
     finally:
         stop_workers(procs)
         await pool.close()
@@ -88,7 +89,7 @@ async def run_demo(settings: Settings, *, workers: int, slots: int, sessions: in
 
 
 async def _show_progress(
-    client: ClientStore, console: Console, total: int, procs: list[subprocess.Popen[bytes]]
+    probe: ProbeStore, console: Console, total: int, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     columns = (
         TextColumn("turns"),
@@ -100,7 +101,7 @@ async def _show_progress(
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task("turns", total=total, active=0)
         while True:
-            state = await client.turns_progress()
+            state = await probe.turns_progress()
             progress.update(task, completed=state.finished, active=state.running_sessions)
             if state.finished >= total:
                 return

@@ -1,29 +1,84 @@
 """The database half of Stint's invariant checks, as plain evidence.
 
-The checker (``worker.checks``, ``stint check``) combines this evidence with
+The checker (``stint.ops.checks``, ``stint check``) combines this evidence with
 the effect journals and decides pass or fail; the load test and the fault
 tests run that same checker, so every run is judged the same way.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 from uuid import UUID
 
+from stint.store.fetch import fetch_all, fetch_one
+from stint.store.models import Row
 from stint.store.pool import Pool
 from stint.store.queries import query
 from stint.store.translate import translated
+from stint.store.vocabulary import StepKind, StepStatus
 
 __all__ = ["DatabaseEvidence", "StepRow", "collect_evidence"]
 
 
 @dataclass(frozen=True)
-class StepRow:
+class StepRow(Row):
     session_id: UUID
     turn_id: UUID
     step_key: str
-    kind: str
+    kind: StepKind
+    status: StepStatus
+
+
+@dataclass(frozen=True)
+class _Gap:
+    session_id: UUID
+    last_event_seq: int
+    count: int
+    min: int | None
+    max: int | None
+
+
+@dataclass(frozen=True)
+class _Totals:
+    sessions_with_events: int
+    events: int
+
+
+@dataclass(frozen=True)
+class _TurnStatusCount:
     status: str
+    count: int
+    max_attempts: int
+
+
+@dataclass(frozen=True)
+class _Mismatch:
+    what: str
+    session_id: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class _Zombie:
+    session_id: UUID
+    seq: int
+    epoch: int
+    newer_epoch_before: int
+
+
+@dataclass(frozen=True)
+class _Attempts:
+    session_id: UUID
+    attempts: int
+
+
+@dataclass(frozen=True)
+class _StaleLease:
+    session_id: UUID
+    owner: str | None
+    expired: bool
+    owner_stopped: bool
 
 
 @dataclass(frozen=True)
@@ -40,54 +95,33 @@ class DatabaseEvidence:
     attempts: dict[UUID, int]
 
 
+def _plain(row: Any) -> dict[str, Any]:
+    """A row as JSON-ready evidence (ids as text)."""
+    return {k: str(v) if isinstance(v, UUID) else v for k, v in asdict(row).items()}
+
+
 async def collect_evidence(pool: Pool) -> DatabaseEvidence:
     """Read everything the invariant checks need, in one repeatable-read snapshot."""
     with translated("collect_evidence"):
         async with pool.connection() as conn, conn.transaction():
             await conn.execute(query("checks_snapshot"))
-            cur = await conn.execute(query("checks_event_gaps"))
-            gaps = [
-                {
-                    "session_id": str(r[0]),
-                    "last_event_seq": r[1],
-                    "count": r[2],
-                    "min": r[3],
-                    "max": r[4],
-                }
-                for r in await cur.fetchall()
-            ]
-            cur = await conn.execute(query("checks_event_totals"))
-            totals = await cur.fetchone()
-            cur = await conn.execute(query("checks_turn_statuses"))
-            statuses = await cur.fetchall()
-            cur = await conn.execute(query("checks_steps"))
-            steps = [StepRow(*r) for r in await cur.fetchall()]
-            cur = await conn.execute(query("checks_identity_mismatches"))
-            mismatches = [
-                {"what": r[0], "session_id": r[1], "detail": r[2]} for r in await cur.fetchall()
-            ]
-            cur = await conn.execute(query("checks_zombie_writes"))
-            zombies = [
-                {"session_id": str(r[0]), "seq": r[1], "epoch": r[2], "newer_epoch_before": r[3]}
-                for r in await cur.fetchall()
-            ]
-            cur = await conn.execute(query("checks_attempts"))
-            attempts = {sid: n for sid, n in await cur.fetchall()}
-            cur = await conn.execute(query("checks_stale_leases"))
-            stale = [
-                {"session_id": str(r[0]), "owner": r[1], "expired": r[2], "owner_stopped": r[3]}
-                for r in await cur.fetchall()
-            ]
-    assert totals is not None
+            gaps = await fetch_all(conn, _Gap, "checks_event_gaps")
+            totals = await fetch_one(conn, _Totals, "checks_event_totals")
+            statuses = await fetch_all(conn, _TurnStatusCount, "checks_turn_statuses")
+            steps = await fetch_all(conn, StepRow, "checks_steps")
+            mismatches = await fetch_all(conn, _Mismatch, "checks_identity_mismatches")
+            zombies = await fetch_all(conn, _Zombie, "checks_zombie_writes")
+            attempts = await fetch_all(conn, _Attempts, "checks_attempts")
+            stale = await fetch_all(conn, _StaleLease, "checks_stale_leases")
     return DatabaseEvidence(
-        sessions_with_events=totals[0],
-        events=totals[1],
-        event_gaps=gaps,
-        turns_by_status={s: c for s, c, _ in statuses},
-        max_attempts=max((a for _, _, a in statuses), default=0),
+        sessions_with_events=totals.sessions_with_events,
+        events=totals.events,
+        event_gaps=[_plain(g) for g in gaps],
+        turns_by_status={s.status: s.count for s in statuses},
+        max_attempts=max((s.max_attempts for s in statuses), default=0),
         steps=steps,
-        identity_mismatches=mismatches,
-        stale_leases=stale,
-        zombie_writes=zombies,
-        attempts=attempts,
+        identity_mismatches=[_plain(m) for m in mismatches],
+        stale_leases=[_plain(s) for s in stale],
+        zombie_writes=[_plain(z) for z in zombies],
+        attempts={a.session_id: a.attempts for a in attempts},
     )

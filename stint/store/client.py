@@ -1,34 +1,75 @@
-"""The client's side of the store: enqueue turns, read event logs, report status."""
+"""The client's side of the store: producers enqueue turns, followers read event
+logs, operators read status. (Measurement-only reads live in ``probe``.)"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
 from stint.store.controls import stop_active_turn
 from stint.store.errors import IdempotencyConflict, QueueFull, SessionBusy, UnknownSession
-from stint.store.models import (
-    EnqueueResult,
-    Event,
-    StatusSummary,
-    TurnProgress,
-    TurnTiming,
-    WorkerRow,
-)
+from stint.store.fetch import fetch_all, fetch_one, fetch_optional
+from stint.store.models import EnqueueResult, Event, StatusSummary, WorkerRow
 from stint.store.pool import Pool
 from stint.store.queries import query
 from stint.store.translate import guarded
+from stint.store.vocabulary import BusyStrategy, ControlAction
 
-__all__ = ["BUSY_STRATEGIES", "ClientStore"]
-
-BUSY_STRATEGIES = ("enqueue", "reject", "interrupt")
+__all__ = ["ClientStore"]
 
 # A worker whose heartbeat is older than this is not counted as live by status.
 _LIVE_SECONDS = 90.0
+
+
+@dataclass(frozen=True)
+class _LockedSession:
+    queued_turns: int
+    last_turn_seq: int
+    lease_owner: str | None
+    lease_live: bool
+
+
+@dataclass(frozen=True)
+class _KeyedTurn:
+    id: UUID
+    seq: int
+    same_input: bool
+
+
+@dataclass(frozen=True)
+class _NewTurn:
+    id: UUID
+    seq: int
+    notified: bool
+
+
+@dataclass(frozen=True)
+class _NewSession:
+    id: UUID
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class _QueueSummary:
+    queued_turns: int
+    oldest_ready_age: float | None
+
+
+@dataclass(frozen=True)
+class _StatusCount:
+    status: str
+    count: int
+
+
+@dataclass(frozen=True)
+class _Count:
+    count: int
 
 
 class ClientStore:
@@ -48,7 +89,7 @@ class ClientStore:
         pin: str | None = None,
         queue_limit: int,
         timeout_seconds: float | None = None,
-        busy: str = "enqueue",
+        busy: BusyStrategy = BusyStrategy.ENQUEUE,
     ) -> EnqueueResult:
         """Queue one turn in one transaction; on any refusal nothing is written.
 
@@ -58,8 +99,7 @@ class ClientStore:
         ``enqueue`` behind it, ``reject`` the input, or ``interrupt`` the running
         turn and run the new one after it.
         """
-        if busy not in BUSY_STRATEGIES:
-            raise ValueError(f"busy must be one of {BUSY_STRATEGIES}, not {busy!r}")
+        busy = BusyStrategy(busy)
         payload = Jsonb(turn_input)
         async with (
             guarded("turns_enqueue", self._config),
@@ -67,181 +107,87 @@ class ClientStore:
             conn.transaction(),
         ):
             if session_id is None:
-                cur = await conn.execute(query("sessions_create"), {"tenant": tenant, "pin": pin})
-                created_row = await cur.fetchone()
-                assert created_row is not None
-                sid: UUID = created_row[0]
-                queued, last_seq, owner, lease_live = 0, 0, None, False
+                new = await fetch_one(conn, _NewSession, "sessions_create", tenant=tenant, pin=pin)
+                sid = new.id
+                locked = _LockedSession(0, 0, None, False)
             else:
                 sid = session_id
-                cur = await conn.execute(query("sessions_lock_for_enqueue"), {"session_id": sid})
-                locked = await cur.fetchone()
-                if locked is None:
-                    raise UnknownSession(session=sid)
-                queued, last_seq, owner, lease_live = locked
-                cur = await conn.execute(
-                    query("turns_find_by_key"),
-                    {"session_id": sid, "idempotency_key": idempotency_key, "input": payload},
+                found = await fetch_optional(
+                    conn, _LockedSession, "sessions_lock_for_enqueue", session_id=sid
                 )
-                existing = await cur.fetchone()
+                if found is None:
+                    raise UnknownSession(session=sid)
+                locked = found
+                existing = await fetch_optional(
+                    conn,
+                    _KeyedTurn,
+                    "turns_find_by_key",
+                    session_id=sid,
+                    idempotency_key=idempotency_key,
+                    input=payload,
+                )
                 if existing is not None:
-                    turn_id, seq, same_input = existing
-                    if not same_input:
+                    if not existing.same_input:
                         raise IdempotencyConflict(session=sid, idempotency_key=idempotency_key)
-                    return EnqueueResult(sid, turn_id, seq, created=False)
+                    return EnqueueResult(sid, existing.id, existing.seq, created=False)
+            queued = locked.queued_turns
             if queued >= queue_limit:
                 raise QueueFull(f"queue full ({queued} queued, limit {queue_limit})")
-            if queued and busy == "reject":
+            if queued and busy is BusyStrategy.REJECT:
                 raise SessionBusy(
                     f"session busy ({queued} turn(s) in progress or queued); nothing was written"
                 )
-            cur = await conn.execute(
-                query("turns_insert"),
-                {
-                    "session_id": sid,
-                    "seq": last_seq + 1,
-                    "idempotency_key": idempotency_key,
-                    "input": payload,
-                    "timeout_seconds": timeout_seconds,
-                    "work_channel": self._config.work_channel,
-                },
+            inserted = await fetch_one(
+                conn,
+                _NewTurn,
+                "turns_insert",
+                session_id=sid,
+                seq=locked.last_turn_seq + 1,
+                idempotency_key=idempotency_key,
+                input=payload,
+                timeout_seconds=timeout_seconds,
+                work_channel=self._config.work_channel,
             )
-            inserted = await cur.fetchone()
-            assert inserted is not None
-            if queued and busy == "interrupt":
+            if queued and busy is BusyStrategy.INTERRUPT:
                 await stop_active_turn(
                     conn,
                     self._config,
                     session_id=sid,
-                    action="interrupt",
+                    action=ControlAction.INTERRUPT,
                     reason="new input",
                     turn_id=None,
-                    lease_owner=owner,
-                    lease_live=bool(lease_live),
+                    lease_owner=locked.lease_owner,
+                    lease_live=bool(locked.lease_live),
                 )
-            return EnqueueResult(sid, inserted[0], inserted[1], created=True)
+            return EnqueueResult(sid, inserted.id, inserted.seq, created=True)
 
     async def sessions_create(self, *, tenant: str | None = None, pin: str | None = None) -> UUID:
         """A new idle session with no turns (load tests seed these before the burst)."""
         async with guarded("sessions_create", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("sessions_create"), {"tenant": tenant, "pin": pin})
-            row = await cur.fetchone()
-        assert row is not None
-        session_id: UUID = row[0]
-        return session_id
+            new = await fetch_one(conn, _NewSession, "sessions_create", tenant=tenant, pin=pin)
+        return new.id
 
     async def events_after(self, *, session_id: UUID, after: int, limit: int = 500) -> list[Event]:
         """Events of a session with seq > after, in order (the catch-up read)."""
         params = {"session_id": session_id, "after": after, "limit": limit}
         async with guarded("events_after", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("events_after"), params)
-            return [Event(*row) for row in await cur.fetchall()]
+            cur = conn.cursor(row_factory=class_row(Event))
+            await cur.execute(query("events_after"), params)
+            return await cur.fetchall()
 
     async def status(self) -> StatusSummary:
         """Workers, sessions by status, queued turns, oldest ready age."""
         async with guarded("status", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("workers_list"))
-            workers = [WorkerRow(*row) for row in await cur.fetchall()]
-            cur = await conn.execute(query("sessions_count_by_status"))
-            sessions = {status: count for status, count in await cur.fetchall()}
-            cur = await conn.execute(query("sessions_queue_summary"))
-            summary = await cur.fetchone()
-            cur = await conn.execute(
-                query("sessions_ready_unaccepted"), {"live_seconds": _LIVE_SECONDS}
+            workers = await fetch_all(conn, WorkerRow, "workers_list")
+            counts = await fetch_all(conn, _StatusCount, "sessions_count_by_status")
+            summary = await fetch_one(conn, _QueueSummary, "sessions_queue_summary")
+            unaccepted = await fetch_one(
+                conn, _Count, "sessions_ready_unaccepted", live_seconds=_LIVE_SECONDS
             )
-            unaccepted = await cur.fetchone()
-        assert summary is not None and unaccepted is not None
         return StatusSummary(
             workers=workers,
-            sessions=sessions,
-            queued_turns=int(summary[0]),
-            oldest_ready_age=summary[1],
-            ready_unaccepted=int(unaccepted[0]),
+            sessions={c.status: c.count for c in counts},
+            queued_turns=summary.queued_turns,
+            oldest_ready_age=summary.oldest_ready_age,
+            ready_unaccepted=unaccepted.count,
         )
-
-    async def turns_progress(self) -> TurnProgress:
-        async with guarded("turns_progress", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("turns_progress"))
-            row = await cur.fetchone()
-        assert row is not None
-        return TurnProgress(*row)
-
-    async def turns_timings(self) -> list[TurnTiming]:
-        """Audit timings of every finished turn, oldest finish first."""
-        async with guarded("turns_timings", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("turns_timings"))
-            return [TurnTiming(*row) for row in await cur.fetchall()]
-
-    async def statements_reset(self) -> None:
-        """Start counting statements (pg_stat_statements must be preloaded)."""
-        async with guarded("statements_reset", self._config), self._pool.connection() as conn:
-            await conn.execute(query("statements_enable"))
-            await conn.execute(query("statements_reset"))
-
-    async def statements_calls(self, *, excluding: Sequence[str] = ()) -> int:
-        """Statements run in this database since the reset, not counting the
-        named store statements (a caller's own polling)."""
-        params = {"excluded": [query(name) for name in excluding]}
-        async with guarded("statements_calls", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("statements_calls"), params)
-            row = await cur.fetchone()
-        assert row is not None
-        return int(row[0])
-
-    async def load_sample(self) -> tuple[int, int]:
-        """Sessions running now, and worker connections open now."""
-        async with guarded("load_sample", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("load_sample"))
-            row = await cur.fetchone()
-        assert row is not None
-        return int(row[0]), int(row[1])
-
-    async def workers_running(self) -> int:
-        return await self._scalar("workers_running")
-
-    async def _scalar(self, name: str) -> int:
-        async with guarded(name, self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query(name))
-            row = await cur.fetchone()
-        assert row is not None
-        return int(row[0])
-
-    async def table_footprint(self) -> dict[str, tuple[int, int]]:
-        """Rows (planner estimate) and bytes of each table, after VACUUM (ANALYZE)."""
-        async with guarded("table_footprint", self._config), self._pool.connection() as conn:
-            await conn.execute(query("vacuum_analyze"))
-            cur = await conn.execute(query("table_footprint"))
-            return {name: (rows, size) for name, rows, size in await cur.fetchall()}
-
-    async def event_times(self, *, kind: str) -> dict[UUID, float]:
-        """When (database clock, epoch seconds) each session got an event of ``kind``."""
-        async with guarded("event_times", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("event_times"), {"kind": kind})
-            return {sid: at for sid, at in await cur.fetchall()}
-
-    async def sessions_held_by(self, *, owner: str) -> dict[UUID, int]:
-        """The leases ``owner`` holds now: session id to epoch."""
-        async with guarded("sessions_held_by", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("sessions_held_by"), {"owner": owner})
-            return {sid: epoch for sid, epoch in await cur.fetchall()}
-
-    async def sessions_in_flight(self) -> list[UUID]:
-        """Sessions with unfinished turns."""
-        async with guarded("sessions_in_flight", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("sessions_in_flight"))
-            return [row[0] for row in await cur.fetchall()]
-
-    async def sessions_owned_since(self, held: dict[UUID, int]) -> set[UUID]:
-        """Which of these leases are still held under the same epoch."""
-        params = {"session_ids": list(held), "epochs": list(held.values())}
-        async with guarded("sessions_owned_since", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("sessions_owned_since"), params)
-            return {row[0] for row in await cur.fetchall()}
-
-    async def turns_finished_after(self, moment: float) -> int:
-        """Turns finished after ``moment`` (epoch seconds, database clock)."""
-        async with guarded("turns_finished_after", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("turns_finished_after"), {"after": moment})
-            row = await cur.fetchone()
-        assert row is not None
-        return int(row[0])

@@ -20,16 +20,37 @@ from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
 from stint.store.errors import NoOpenQuestion, UnknownSession
+from stint.store.fetch import fetch_all, fetch_optional
 from stint.store.pool import Pool
 from stint.store.queries import query
 from stint.store.translate import guarded
+from stint.store.vocabulary import ControlAction, TurnStatus
 
 __all__ = ["ControlResult", "ControlStore", "stop_active_turn"]
 
-_TERMINAL = {
-    "cancel": ("cancelled", "turn.cancelled"),
-    "interrupt": ("interrupted", "turn.interrupted"),
-}
+
+@dataclass(frozen=True)
+class _ActiveTurn:
+    id: UUID
+    status: str
+
+
+@dataclass(frozen=True)
+class _LockedSession:
+    status: str
+    lease_owner: str | None
+    lease_live: bool | None
+
+
+@dataclass(frozen=True)
+class _TurnId:
+    id: UUID
+
+
+@dataclass(frozen=True)
+class _Resumed:
+    id: UUID
+    notified: bool
 
 
 @dataclass(frozen=True)
@@ -55,47 +76,44 @@ async def stop_active_turn(
     config: StoreConfig,
     *,
     session_id: UUID,
-    action: str,
+    action: ControlAction,
     reason: str,
     turn_id: UUID | None,
     lease_owner: str | None,
     lease_live: bool,
 ) -> tuple[UUID | None, str]:
     """Inside a transaction holding the session lock: stop its running or parked turn."""
-    cur = await conn.execute(
-        query("controls_active_turn"), {"session_id": session_id, "turn_id": turn_id}
+    active = await fetch_optional(
+        conn, _ActiveTurn, "controls_active_turn", session_id=session_id, turn_id=turn_id
     )
-    active = await cur.fetchone()
     if active is None:
         return None, "no turn in progress"
-    active_id, status = active
-    if status == "running" and lease_live:
+    if active.status == TurnStatus.RUNNING and lease_live:
         await conn.execute(
             query("controls_request"),
             {
                 "session_id": session_id,
                 "action": action,
-                "turn_id": active_id,
+                "turn_id": active.id,
                 "reason": reason,
                 "control_channel": config.control_channel,
             },
         )
-        return active_id, f"requested from worker {lease_owner}"
-    turn_status, kind = _TERMINAL[action]
+        return active.id, f"requested from worker {lease_owner}"
     await conn.execute(
         query("controls_end_turn"),
         {
             "session_id": session_id,
-            "turn_id": active_id,
-            "status": turn_status,
-            "kind": kind,
+            "turn_id": active.id,
+            "status": action.turn_status,
+            "kind": action.event_kind,
             "reason": reason,
             "events_channel": config.events_channel,
             "work_channel": config.work_channel,
         },
     )
-    why = "parked" if status == "parked" else "no live worker holds its lease"
-    return active_id, f"{turn_status} in the database ({why})"
+    why = "parked" if active.status == TurnStatus.PARKED else "no live worker holds its lease"
+    return active.id, f"{action.turn_status} in the database ({why})"
 
 
 class ControlStore:
@@ -106,34 +124,38 @@ class ControlStore:
         self._pool = pool
 
     async def control(
-        self, *, session_id: UUID, action: str, reason: str, turn_id: UUID | None = None
+        self,
+        *,
+        session_id: UUID,
+        action: ControlAction,
+        reason: str,
+        turn_id: UUID | None = None,
     ) -> ControlResult:
         """``cancel``: queued turns (or ``turn_id``) directly, and the running one.
         ``interrupt``: the running turn only."""
-        if action not in _TERMINAL:
-            raise ValueError(f"unknown control {action!r}")
+        action = ControlAction(action)
         async with (
             guarded(f"control {action}", self._config),
             self._pool.connection() as conn,
             conn.transaction(),
         ):
-            cur = await conn.execute(query("controls_lock_session"), {"session_id": session_id})
-            locked = await cur.fetchone()
+            locked = await fetch_optional(
+                conn, _LockedSession, "controls_lock_session", session_id=session_id
+            )
             if locked is None:
                 raise UnknownSession(session=session_id)
-            _, owner, lease_live = locked
             cancelled: list[UUID] = []
-            if action == "cancel":
-                cur = await conn.execute(
-                    query("controls_cancel_queued"),
-                    {
-                        "session_id": session_id,
-                        "turn_id": turn_id,
-                        "reason": reason,
-                        "events_channel": self._config.events_channel,
-                    },
+            if action is ControlAction.CANCEL:
+                rows = await fetch_all(
+                    conn,
+                    _TurnId,
+                    "controls_cancel_queued",
+                    session_id=session_id,
+                    turn_id=turn_id,
+                    reason=reason,
+                    events_channel=self._config.events_channel,
                 )
-                cancelled = [row[0] for row in await cur.fetchall()]
+                cancelled = [row.id for row in rows]
             active, outcome = await stop_active_turn(
                 conn,
                 self._config,
@@ -141,8 +163,8 @@ class ControlStore:
                 action=action,
                 reason=reason,
                 turn_id=turn_id,
-                lease_owner=owner,
-                lease_live=bool(lease_live),
+                lease_owner=locked.lease_owner,
+                lease_live=bool(locked.lease_live),
             )
         return ControlResult(session_id, cancelled, active, outcome)
 
@@ -160,9 +182,7 @@ class ControlStore:
             self._pool.connection() as conn,
             conn.transaction(),
         ):
-            cur = await conn.execute(query("answers_record"), params)
-            row = await cur.fetchone()
-            if row is None:
+            resumed = await fetch_optional(conn, _Resumed, "answers_record", **params)
+            if resumed is None:
                 raise NoOpenQuestion(session=session_id, step_key=step_key)
-        turn_id: UUID = row[0]
-        return turn_id
+        return resumed.id

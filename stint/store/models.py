@@ -1,18 +1,40 @@
-"""Frozen rows the store returns. Plain data: no behaviour, no connection."""
+"""Frozen rows the store returns. Plain data: no behaviour, no connection.
+
+Rows are built by psycopg's ``class_row`` from the columns a statement names,
+so a statement and its row class must agree on names (a mismatch fails the
+first time the statement runs, in every test that uses it). Vocabulary columns
+arrive as text and are turned into their enums on construction.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import typing
+from dataclasses import dataclass, fields
 from datetime import datetime
+from enum import StrEnum
+from types import UnionType
 from typing import Any
 from uuid import UUID
 
+from stint.store.vocabulary import (
+    ControlAction,
+    EventKind,
+    StepKind,
+    StepStatus,
+    TurnStatus,
+    WorkerState,
+)
+
 __all__ = [
+    "BegunTurn",
     "Claim",
     "ControlRequest",
     "EnqueueResult",
     "Event",
     "FinishResult",
+    "ParkResult",
+    "RenewedLease",
+    "Row",
     "StatusSummary",
     "StepRecord",
     "TurnProgress",
@@ -22,8 +44,38 @@ __all__ = [
 ]
 
 
+_ENUM_FIELDS: dict[type, dict[str, type[StrEnum]]] = {}
+
+
+def _enum_fields(cls: type) -> dict[str, type[StrEnum]]:
+    """The fields of a row class typed with a vocabulary enum (or ``enum | None``)."""
+    known = _ENUM_FIELDS.get(cls)
+    if known is not None:
+        return known
+    hints = typing.get_type_hints(cls)
+    found: dict[str, type[StrEnum]] = {}
+    for f in fields(cls):
+        hint = hints[f.name]
+        options = typing.get_args(hint) if isinstance(hint, UnionType) else (hint,)
+        for option in options:
+            if isinstance(option, type) and issubclass(option, StrEnum):
+                found[f.name] = option
+    _ENUM_FIELDS[cls] = found
+    return found
+
+
+class Row:
+    """Turns text columns into the vocabulary enums their fields are typed with."""
+
+    def __post_init__(self) -> None:
+        for name, enum in _enum_fields(type(self)).items():
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, enum):
+                object.__setattr__(self, name, enum(value))
+
+
 @dataclass(frozen=True)
-class Claim:
+class Claim(Row):
     """A session lease held by one worker: the fencing token for every write."""
 
     session_id: UUID
@@ -32,7 +84,19 @@ class Claim:
 
 
 @dataclass(frozen=True)
-class TurnStart:
+class BegunTurn(Row):
+    """What ``turns_begin`` found: whether the fence held, and the turn it started."""
+
+    fenced: bool
+    turn_id: UUID | None
+    seq: int | None
+    input: dict[str, Any] | None
+    attempts: int | None
+    timeout_seconds: float | None
+
+
+@dataclass(frozen=True)
+class TurnStart(Row):
     """The turn a slot is about to run (attempts > 1 means a retry)."""
 
     turn_id: UUID
@@ -43,27 +107,52 @@ class TurnStart:
 
 
 @dataclass(frozen=True)
-class ControlRequest:
+class ControlRequest(Row):
     """An operator's request to stop a running turn: ``cancel`` or ``interrupt``."""
 
-    action: str
+    action: ControlAction
     turn_id: UUID
     reason: str | None
 
 
 @dataclass(frozen=True)
-class StepRecord:
+class RenewedLease(Row):
+    """A lease the renewal kept, with the control request waiting for it, if any."""
+
+    session_id: UUID
+    control: ControlAction | None
+    control_turn_id: UUID | None
+    control_reason: str | None
+
+    @property
+    def request(self) -> ControlRequest | None:
+        if self.control is None or self.control_turn_id is None:
+            return None
+        return ControlRequest(self.control, self.control_turn_id, self.control_reason)
+
+
+@dataclass(frozen=True)
+class ParkResult(Row):
+    """Whether the turn parked; if not, the cancel or interrupt that came first."""
+
+    parked: bool
+    control: ControlAction | None
+    control_reason: str | None
+
+
+@dataclass(frozen=True)
+class StepRecord(Row):
     """A durable step as recorded: started, committed (with result) or unknown."""
 
     step_key: str
-    kind: str
-    status: str
+    kind: StepKind
+    status: StepStatus
     request_digest: str
     result: Any
 
 
 @dataclass(frozen=True)
-class FinishResult:
+class FinishResult(Row):
     """What remains after a turn finished: queued turns, and whether we still hold the lease."""
 
     queued_turns: int
@@ -71,12 +160,12 @@ class FinishResult:
 
 
 @dataclass(frozen=True)
-class Event:
+class Event(Row):
     """One entry of a session's event log."""
 
     session_id: UUID
     seq: int
-    kind: str
+    kind: EventKind
     turn_id: UUID | None
     payload: Any
     created_at: datetime
@@ -93,7 +182,7 @@ class Event:
 
 
 @dataclass(frozen=True)
-class EnqueueResult:
+class EnqueueResult(Row):
     """The turn an enqueue call refers to; created is false for an idempotent retry."""
 
     session_id: UUID
@@ -103,11 +192,11 @@ class EnqueueResult:
 
 
 @dataclass(frozen=True)
-class WorkerRow:
+class WorkerRow(Row):
     """A worker as ``stint status`` shows it."""
 
     id: str
-    state: str
+    state: WorkerState
     slots: int
     pid: int
     host: str
@@ -118,7 +207,7 @@ class WorkerRow:
 
 
 @dataclass(frozen=True)
-class StatusSummary:
+class StatusSummary(Row):
     """Workers, sessions by status, queued turns, the oldest ready session's age, and
     ready sessions no live worker accepts (pinned to a version nobody runs)."""
 
@@ -130,7 +219,7 @@ class StatusSummary:
 
 
 @dataclass(frozen=True)
-class TurnProgress:
+class TurnProgress(Row):
     """Finished and total turns, and sessions running now."""
 
     finished: int
@@ -139,7 +228,7 @@ class TurnProgress:
 
 
 @dataclass(frozen=True)
-class TurnTiming:
+class TurnTiming(Row):
     """One finished turn's audit times (epoch seconds, database clock) and durations."""
 
     enqueued_at: float
@@ -147,5 +236,5 @@ class TurnTiming:
     end_to_end: float
     queue_wait: float
     run_time: float
-    status: str
+    status: TurnStatus
     attempts: int

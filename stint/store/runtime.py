@@ -10,22 +10,46 @@ session's log is always exactly 1..N.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
 from uuid import UUID
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
 from stint.store.errors import LeaseLost
-from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart
+from stint.store.models import (
+    BegunTurn,
+    Claim,
+    ControlRequest,
+    FinishResult,
+    ParkResult,
+    RenewedLease,
+    StepRecord,
+    TurnStart,
+)
 from stint.store.pool import Pool
 from stint.store.queries import query
 from stint.store.translate import guarded
+from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, WorkerState
 
 __all__ = ["EventSpec", "RuntimeStore"]
 
-EventSpec: TypeAlias = tuple[str, Mapping[str, Any]]
+EventSpec: TypeAlias = tuple[EventKind, Mapping[str, Any]]
 """An event to append: its kind and its JSON payload."""
+
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True)
+class _LogEnd:
+    last_event_seq: int
+
+
+@dataclass(frozen=True)
+class _Released:
+    requeued: int
 
 
 class RuntimeStore:
@@ -52,7 +76,7 @@ class RuntimeStore:
         async with guarded("workers_register", self._config), self._lease.connection() as conn:
             await conn.execute(query("workers_register"), params)
 
-    async def workers_set_state(self, *, worker_id: str, pid: int, state: str) -> None:
+    async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None:
         async with guarded("workers_set_state", self._config), self._lease.connection() as conn:
             await conn.execute(
                 query("workers_set_state"), {"id": worker_id, "pid": pid, "state": state}
@@ -68,9 +92,9 @@ class RuntimeStore:
             "lease_seconds": lease_seconds,
         }
         async with guarded("sessions_claim", self._config), self._claim.connection() as conn:
-            cur = await conn.execute(query("sessions_claim"), params)
-            rows = await cur.fetchall()
-        return [Claim(session_id=sid, owner=owner, epoch=epoch) for sid, epoch in rows]
+            cur = conn.cursor(row_factory=class_row(Claim))
+            await cur.execute(query("sessions_claim"), params)
+            return await cur.fetchall()
 
     async def leases_renew(
         self, *, owner: str, pid: int, claims: Sequence[Claim], lease_seconds: float
@@ -85,33 +109,31 @@ class RuntimeStore:
             "lease_seconds": lease_seconds,
         }
         async with guarded("leases_renew", self._config), self._lease.connection() as conn:
-            cur = await conn.execute(query("leases_renew"), params)
-            rows = await cur.fetchall()
-        return {
-            sid: ControlRequest(action, turn_id, reason) if action else None
-            for sid, action, turn_id, reason in rows
-        }
+            cur = conn.cursor(row_factory=class_row(RenewedLease))
+            await cur.execute(query("leases_renew"), params)
+            return {row.session_id: row.request for row in await cur.fetchall()}
 
     async def turns_begin(self, claim: Claim) -> TurnStart | None:
         """Start the session's next turn; None when its queue is empty."""
         params = {**self._fence(claim), "events_channel": self._config.events_channel}
         async with guarded("turns_begin", self._config), self._slots.connection() as conn:
-            cur = await conn.execute(query("turns_begin"), params)
+            cur = conn.cursor(row_factory=class_row(BegunTurn))
+            await cur.execute(query("turns_begin"), params)
             row = await cur.fetchone()
-        if row is None or not row[0]:
+        if row is None or not row.fenced:
             raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="turns_begin")
-        _, turn_id, seq, turn_input, attempts, timeout_seconds = row
-        if turn_id is None:
+        if row.turn_id is None:
             return None
-        return TurnStart(turn_id, seq, turn_input, attempts, timeout_seconds)
+        assert row.seq is not None and row.input is not None and row.attempts is not None
+        return TurnStart(row.turn_id, row.seq, row.input, row.attempts, row.timeout_seconds)
 
     async def steps_for_turn(self, claim: Claim, turn_id: UUID) -> dict[str, StepRecord]:
         """Every step recorded for a turn (read on retries, to replay)."""
         params = {"session_id": claim.session_id, "turn_id": turn_id}
         async with guarded("steps_for_turn", self._config), self._slots.connection() as conn:
-            cur = await conn.execute(query("steps_for_turn"), params)
-            rows = await cur.fetchall()
-        return {r[0]: StepRecord(*r) for r in rows}
+            cur = conn.cursor(row_factory=class_row(StepRecord))
+            await cur.execute(query("steps_for_turn"), params)
+            return {row.step_key: row for row in await cur.fetchall()}
 
     async def steps_start(
         self,
@@ -119,7 +141,7 @@ class RuntimeStore:
         *,
         turn_id: UUID,
         step_key: str,
-        kind: str,
+        kind: StepKind,
         digest: str,
         events: Sequence[EventSpec] = (),
     ) -> None:
@@ -128,6 +150,7 @@ class RuntimeStore:
             claim,
             turn_id,
             events,
+            _LogEnd,
             step_key=step_key,
             kind=kind,
             digest=digest,
@@ -139,7 +162,7 @@ class RuntimeStore:
         *,
         turn_id: UUID,
         step_key: str,
-        status: str,
+        status: StepStatus,
         result: Any,
         events: Sequence[EventSpec] = (),
     ) -> None:
@@ -149,24 +172,25 @@ class RuntimeStore:
             claim,
             turn_id,
             events,
+            _LogEnd,
             step_key=step_key,
             status=status,
-            result=None if status != "committed" else Jsonb(result),
+            result=Jsonb(result) if status is StepStatus.COMMITTED else None,
         )
 
     async def events_append(
         self, claim: Claim, *, turn_id: UUID | None, events: Sequence[EventSpec]
     ) -> int:
         """Append events under the lease; returns the last seq written."""
-        row = await self._fenced("events_append", claim, turn_id, events)
-        return int(row[0])
+        end = await self._fenced("events_append", claim, turn_id, events, _LogEnd)
+        return end.last_event_seq
 
     async def turns_finish(
         self,
         claim: Claim,
         *,
         turn_id: UUID,
-        status: str,
+        status: TurnStatus,
         output: Any,
         error: str | None,
         events: Sequence[EventSpec],
@@ -175,18 +199,18 @@ class RuntimeStore:
     ) -> FinishResult:
         """Finish a turn; the session stays leased only when more turns are queued
         and ``release`` is false."""
-        row = await self._fenced(
+        return await self._fenced(
             "turns_finish",
             claim,
             turn_id,
             events,
+            FinishResult,
             status=status,
             output=None if output is None else Jsonb(output),
             error=error,
             release=release,
             reason=reason,
         )
-        return FinishResult(queued_turns=row[0], still_held=row[1])
 
     async def turns_park(
         self, claim: Claim, *, turn_id: UUID, step_key: str, digest: str, question: Any
@@ -194,25 +218,30 @@ class RuntimeStore:
         """Park the turn on a question: the lease is released, the slot is free.
         Returns the cancel or interrupt already requested for this turn instead,
         having parked nothing: the caller ends the turn as asked."""
-        row = await self._fenced(
+        result = await self._fenced(
             "turns_park",
             claim,
             turn_id,
             (),
+            ParkResult,
             step_key=step_key,
             digest=digest,
             question=Jsonb(question),
         )
-        parked, action, reason = row
-        return None if parked else ControlRequest(action, turn_id, reason)
+        if result.parked:
+            return None
+        assert result.control is not None
+        return ControlRequest(result.control, turn_id, result.control_reason)
 
     async def sessions_release(
         self, claim: Claim, *, turn_id: UUID | None = None, reason: str = "released"
     ) -> bool:
         """Give the session back; a still-running ``turn_id`` returns to queued
         (with a ``turn.released`` event). Returns whether a turn was requeued."""
-        row = await self._fenced("sessions_release", claim, turn_id, (), reason=reason)
-        return bool(row[0])
+        released = await self._fenced(
+            "sessions_release", claim, turn_id, (), _Released, reason=reason
+        )
+        return released.requeued > 0
 
     def _fence(self, claim: Claim) -> dict[str, Any]:
         return {"session_id": claim.session_id, "owner": claim.owner, "epoch": claim.epoch}
@@ -223,8 +252,10 @@ class RuntimeStore:
         claim: Claim,
         turn_id: UUID | None,
         events: Sequence[EventSpec],
+        row: type[_R],
         **extra: Any,
-    ) -> tuple[Any, ...]:
+    ) -> _R:
+        """Run one fenced statement; no row back means the fence failed: ``LeaseLost``."""
         params = {
             **self._fence(claim),
             "turn_id": turn_id,
@@ -234,8 +265,9 @@ class RuntimeStore:
             **extra,
         }
         async with guarded(name, self._config), self._slots.connection() as conn:
-            cur = await conn.execute(query(name), params)
-            row = await cur.fetchone()
-        if row is None:
+            cur = conn.cursor(row_factory=class_row(row))
+            await cur.execute(query(name), params)
+            found = await cur.fetchone()
+        if found is None:
             raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation=name)
-        return row
+        return found

@@ -14,9 +14,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from uuid import UUID
 
+from stint.store.errors import LeaseLost
 from stint.store.models import Claim, StepRecord
-from stint.store.runtime import RuntimeStore
+from stint.store.vocabulary import EventKind, StepKind, StepStatus
 from stint.worker.failpoints import failpoint
+from stint.worker.ports import WorkerStore
 from stint.worker.tools import Reconciled, Tool, ToolCall, Verdict
 
 __all__ = [
@@ -28,7 +30,13 @@ __all__ = [
     "request_digest",
 ]
 
-HARNESS_EVENT_KINDS = frozenset({"message"})
+HARNESS_EVENT_KINDS = frozenset({EventKind.MESSAGE})
+
+# The events a step appends when it is recorded started, and when it returns.
+_STEP_EVENTS = {
+    StepKind.TOOL: (EventKind.TOOL_CALLED, EventKind.TOOL_RETURNED),
+    StepKind.MODEL: (EventKind.MODEL_CALLED, EventKind.MODEL_RETURNED),
+}
 
 
 class Parked(BaseException):
@@ -44,8 +52,9 @@ class Parked(BaseException):
         self.digest = digest
 
 
-class LeaseExpired(Exception):
-    """This worker could not renew its leases in time and fenced itself."""
+class LeaseExpired(LeaseLost):
+    """This worker could not renew its leases in time and fenced itself: the lease
+    may still be ours in the database, but nothing more may be written under it."""
 
 
 class UnknownEffect(Exception):
@@ -68,7 +77,7 @@ class TurnContext:
     def __init__(
         self,
         *,
-        store: RuntimeStore,
+        store: WorkerStore,
         claim: Claim,
         turn_id: UUID,
         turn_input: dict[str, Any],
@@ -86,15 +95,15 @@ class TurnContext:
         self._may_write = may_write
         # Steps this attempt recorded started (or found started) and has not yet
         # committed or marked unknown, with the tool's reconcile for each.
-        self._open: dict[str, tuple[str, str, Callable[[], Awaitable[Reconciled]]]] = {}
+        self._open: dict[str, tuple[StepKind, str, Callable[[], Awaitable[Reconciled]]]] = {}
 
-    async def emit(self, payload: Mapping[str, Any], *, kind: str = "message") -> int:
+    async def emit(self, payload: Mapping[str, Any], *, kind: str = EventKind.MESSAGE) -> int:
         """Append an event to the session log; returns its seq."""
         if kind not in HARNESS_EVENT_KINDS:
             raise ValueError(f"a harness may emit {sorted(HARNESS_EVENT_KINDS)}, not {kind!r}")
         self._guard()
         return await self._store.events_append(
-            self._claim, turn_id=self.turn_id, events=[(kind, payload)]
+            self._claim, turn_id=self.turn_id, events=[(EventKind(kind), payload)]
         )
 
     async def call_tool(self, key: str, tool: Tool, args: Mapping[str, Any]) -> Any:
@@ -102,7 +111,7 @@ class TurnContext:
         call = ToolCall(self.session_id, self.turn_id, key, args)
         return await self._step(
             key,
-            "tool",
+            StepKind.TOOL,
             tool.name,
             args,
             run=lambda: tool.run(call),
@@ -123,7 +132,7 @@ class TurnContext:
             return Reconciled(Verdict.NOT_DONE)  # a model call has no effect to repeat
 
         return await self._step(
-            key, "model", name, request, run=lambda: model(request), reconcile=not_done
+            key, StepKind.MODEL, name, request, run=lambda: model(request), reconcile=not_done
         )
 
     async def ask(self, key: str, question: Any) -> Any:
@@ -134,10 +143,10 @@ class TurnContext:
         answer arrives the turn replays from the start; committed steps return
         their recorded results, and this call returns the answer.
         """
-        digest = request_digest("answer", "ask", {"question": question})
+        digest = request_digest(StepKind.ANSWER, "ask", {"question": question})
         recorded = self._steps.get(key)
-        if recorded is not None and recorded.status == "committed":
-            if recorded.kind != "answer":
+        if recorded is not None and recorded.status is StepStatus.COMMITTED:
+            if recorded.kind is not StepKind.ANSWER:
                 raise NondeterministicReplay(f"step {key!r} is a {recorded.kind}, not a question")
             return recorded.result
         self._guard()
@@ -150,7 +159,7 @@ class TurnContext:
     async def _step(
         self,
         key: str,
-        kind: str,
+        kind: StepKind,
         name: str,
         request: Mapping[str, Any],
         *,
@@ -159,13 +168,13 @@ class TurnContext:
     ) -> Any:
         digest = request_digest(kind, name, request)
         recorded = self._steps.get(key)
-        called = (f"{kind}.called", {"step_key": key, "name": name})
+        called = (_STEP_EVENTS[kind][0], {"step_key": key, "name": name})
         if recorded is not None:
             if recorded.request_digest != digest:
                 raise NondeterministicReplay(f"step {key!r} replayed with a different request")
-            if recorded.status == "committed":
+            if recorded.status is StepStatus.COMMITTED:
                 return recorded.result
-            if recorded.status == "unknown":
+            if recorded.status is StepStatus.UNKNOWN:
                 raise UnknownEffect(f"step {key!r} has an unknown effect")
             self._open[key] = (kind, digest, reconcile)
             found = await reconcile()
@@ -185,7 +194,7 @@ class TurnContext:
                 digest=digest,
                 events=[called],
             )
-            self._steps[key] = StepRecord(key, kind, "started", digest, None)
+            self._steps[key] = StepRecord(key, kind, StepStatus.STARTED, digest, None)
             self._open[key] = (kind, digest, reconcile)
             failpoint("after_step_started")
         self._guard()
@@ -214,18 +223,18 @@ class TurnContext:
                 await self._mark_unknown(key, "the turn ended before this step committed")
 
     async def _finish(
-        self, key: str, kind: str, digest: str, result: Any, *, reconciled: bool
+        self, key: str, kind: StepKind, digest: str, result: Any, *, reconciled: bool
     ) -> None:
         self._guard()
         await self._store.steps_finish(
             self._claim,
             turn_id=self.turn_id,
             step_key=key,
-            status="committed",
+            status=StepStatus.COMMITTED,
             result=result,
-            events=[(f"{kind}.returned", {"step_key": key, "reconciled": reconciled})],
+            events=[(_STEP_EVENTS[kind][1], {"step_key": key, "reconciled": reconciled})],
         )
-        self._steps[key] = StepRecord(key, kind, "committed", digest, result)
+        self._steps[key] = StepRecord(key, kind, StepStatus.COMMITTED, digest, result)
         self._open.pop(key, None)
 
     async def _mark_unknown(self, key: str, reason: str) -> None:
@@ -234,8 +243,8 @@ class TurnContext:
             self._claim,
             turn_id=self.turn_id,
             step_key=key,
-            status="unknown",
+            status=StepStatus.UNKNOWN,
             result=None,
-            events=[("effect.unknown", {"step_key": key, "reason": reason})],
+            events=[(EventKind.EFFECT_UNKNOWN, {"step_key": key, "reason": reason})],
         )
         self._open.pop(key, None)

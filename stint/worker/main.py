@@ -7,6 +7,9 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version as package_version
 from pathlib import Path
 
 import uvloop
@@ -15,11 +18,16 @@ from stint.config.logs import setup_logging
 from stint.config.options import add_setting, overrides_from
 from stint.config.settings import Settings, SettingsError, load_settings
 from stint.config.target import resolve_store_config, workspace_dir
+from stint.store.config import ROLE_CLAIM, ROLE_LEASE, ROLE_LISTEN, ROLE_SLOT, StoreConfig
 from stint.store.errors import StoreError
+from stint.store.listen import Listener
 from stint.store.migrate import migrate
-from stint.worker.app import Worker, new_worker_id
+from stint.store.pool import Pool, open_pool
+from stint.store.runtime import RuntimeStore
 from stint.worker.failpoints import configure as configure_failpoints
 from stint.worker.harness import HarnessLoadError, load_harness
+from stint.worker.runner import Limits
+from stint.worker.supervisor import Identity, Supervisor, WorkerPlan, new_worker_id
 from stint.worker.telemetry import setup_tracing
 
 __all__ = ["main"]
@@ -64,6 +72,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@asynccontextmanager
+async def _runtime_store(settings: Settings, config: StoreConfig) -> AsyncIterator[RuntimeStore]:
+    """The worker's store over three pools: slot writes, claims and lease renewals,
+    so that busy slots can never starve a claim or a renewal."""
+    pools: list[Pool] = []
+    try:
+        for role, low, high in (
+            (ROLE_SLOT, settings.slot_pool_min_size, settings.slot_pool_size),
+            (ROLE_CLAIM, 1, 1),
+            (ROLE_LEASE, 1, 1),
+        ):
+            pools.append(await open_pool(config, role, min_size=low, max_size=high))
+        slots, claim, lease = pools
+        yield RuntimeStore(config, slots=slots, claim=claim, lease=lease)
+    finally:
+        for pool in pools:
+            await pool.close()
+
+
+def _plan(settings: Settings, config: StoreConfig) -> WorkerPlan:
+    return WorkerPlan(
+        slots=settings.slots,
+        pins=settings.pins,
+        lease_seconds=settings.lease_seconds,
+        poll_interval=settings.poll_interval,
+        drain_seconds=settings.drain_seconds,
+        work_channel=config.work_channel,
+        limits=Limits(
+            turn_timeout=settings.turn_timeout,
+            max_turns_per_claim=settings.max_turns_per_claim,
+            max_claim_seconds=settings.max_claim_seconds,
+        ),
+    )
+
+
 async def _serve(settings: Settings) -> int:
     config = resolve_store_config(settings)
     if settings.auto_migrate:
@@ -73,11 +116,20 @@ async def _serve(settings: Settings) -> int:
     workspace = workspace_dir(settings)
     workspace.mkdir(parents=True, exist_ok=True)
     harness = load_harness(settings.harness, workspace=workspace)
-    worker = Worker(settings, config, harness, worker_id=settings.worker_id or new_worker_id())
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, worker.request_stop)
-    return await worker.run()
+    identity = Identity(settings.worker_id or new_worker_id(), package_version("stint"))
+    channels = [config.work_channel, config.control_channel]
+    async with _runtime_store(settings, config) as store:
+        supervisor = Supervisor(
+            _plan(settings, config),
+            store=store,
+            subscribe=lambda: Listener(config, channels=channels, role=ROLE_LISTEN),
+            harness=harness,
+            identity=identity,
+        )
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, supervisor.request_stop)
+        return await supervisor.run()
 
 
 def main(argv: list[str] | None = None) -> int:

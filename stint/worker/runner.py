@@ -16,48 +16,24 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from uuid import UUID
 
 from stint.store.errors import LeaseLost, StoreError
-from stint.store.models import Claim, ControlRequest, TurnStart
-from stint.store.runtime import RuntimeStore
+from stint.store.models import ControlRequest, TurnStart
+from stint.store.vocabulary import EventKind, TurnStatus
 from stint.worker.context import LeaseExpired, Parked, TurnContext
 from stint.worker.failpoints import failpoint
 from stint.worker.harness import Harness
+from stint.worker.ports import WorkerStore
+from stint.worker.slots import Held
 from stint.worker.telemetry import SPAN_TURN, span
 
-__all__ = ["Held", "Limits", "SessionRunner"]
+__all__ = ["Limits", "SessionRunner"]
 
 log = logging.getLogger("stint.worker.runner")
 
 _MAX_ERROR_CHARS = 2000
-_STOPPED = {
-    "cancel": ("cancelled", "turn.cancelled"),
-    "interrupt": ("interrupted", "turn.interrupted"),
-}
-
-
-@dataclass
-class Held:
-    """A session this worker holds: its lease, its slot task, its running turn."""
-
-    claim: Claim
-    task: asyncio.Task[None] | None = None
-    turn_id: UUID | None = None
-    in_harness: bool = False
-    control: ControlRequest | None = None
-    lost: bool = field(default=False)
-    # Set while a write that may give the lease up is in flight (finish, park,
-    # hand-back): a renewal that no longer finds the session is then not a loss.
-    releasing: bool = False
-
-    def stop_turn(self, control: ControlRequest) -> None:
-        """An operator asked to stop a turn: cancel the harness if it runs that turn."""
-        self.control = control
-        if self.in_harness and self.turn_id == control.turn_id and self.task is not None:
-            self.task.cancel()
 
 
 @dataclass(frozen=True)
@@ -71,10 +47,12 @@ class Limits:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str
+    """How a turn ended: its terminal status and event, output or error, and why."""
+
+    status: TurnStatus
     output: Any
     error: str | None
-    kind: str
+    kind: EventKind
     reason: str | None = None
 
 
@@ -84,7 +62,7 @@ class SessionRunner:
     def __init__(
         self,
         *,
-        store: RuntimeStore,
+        store: WorkerStore,
         harness: Harness,
         limits: Limits,
         may_write: Callable[[], bool],
@@ -117,7 +95,9 @@ class SessionRunner:
                     attempt=turn.attempts,
                 ) as current:
                     outcome = await self._run_turn(held, turn)
-                    current.set_attribute("status", outcome.status if outcome else "parked")
+                    current.set_attribute(
+                        "status", outcome.status if outcome else TurnStatus.PARKED
+                    )
                     held.turn_id = None  # from here the finish (or park) write owns the turn
                     if outcome is None:
                         return  # parked: the lease is released, the slot is free
@@ -137,7 +117,7 @@ class SessionRunner:
                 if not finished.still_held:
                     return
                 held.releasing = False
-        except (LeaseLost, LeaseExpired) as exc:
+        except LeaseLost as exc:  # LeaseExpired too: the worker fenced itself
             held.lost = True
             log.warning("session %s: lease lost, stopping its slot (%s)", claim.session_id, exc)
         except StoreError as exc:
@@ -212,19 +192,19 @@ class SessionRunner:
             if not deadline.expired():
                 return _failed(turn, exc)
             return Outcome(
-                "interrupted",
+                TurnStatus.INTERRUPTED,
                 None,
                 f"turn timed out after {limit:g}s",
-                "turn.interrupted",
+                EventKind.TURN_INTERRUPTED,
                 reason="timeout",
             )
-        except (StoreError, LeaseExpired):
+        except StoreError:  # LeaseLost and LeaseExpired among them
             raise
         except Exception as exc:
             return _failed(turn, exc)
         finally:
             held.in_harness = False
-        return Outcome("succeeded", output, None, "turn.completed")
+        return Outcome(TurnStatus.SUCCEEDED, output, None, EventKind.TURN_COMPLETED)
 
     async def _give_back(self, held: Held) -> None:
         held.lost = True
@@ -236,15 +216,15 @@ class SessionRunner:
 
 
 def _stopped(control: ControlRequest) -> Outcome:
-    status, kind = _STOPPED[control.action]
+    status = control.action.turn_status
     reason = control.reason or "operator"
-    return Outcome(status, None, f"{status}: {reason}", kind, reason=reason)
+    return Outcome(status, None, f"{status}: {reason}", control.action.event_kind, reason=reason)
 
 
 def _failed(turn: TurnStart, exc: Exception) -> Outcome:
     log.info("turn %s failed: %s", turn.turn_id, exc)
     error = f"{type(exc).__name__}: {exc}"[:_MAX_ERROR_CHARS]
-    return Outcome("failed", None, error, "turn.failed")
+    return Outcome(TurnStatus.FAILED, None, error, EventKind.TURN_FAILED)
 
 
 def _terminal_payload(outcome: Outcome, turn: TurnStart) -> dict[str, Any]:

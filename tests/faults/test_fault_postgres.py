@@ -299,11 +299,19 @@ async def assert_acknowledged_terminal(pool: Pool, producer: Producer) -> None:
     assert not unfinished, unfinished
 
 
+# Seconds from the postmaster's (re)start to the first and the last turn finished
+# after it (database clock).
+FIRST_FINISH_SINCE_START = """
+SELECT extract(epoch FROM min(finished_at) - pg_postmaster_start_time())::float8
+FROM turns WHERE finished_at > pg_postmaster_start_time()
+"""
+LAST_FINISH_SINCE_START = """
+SELECT extract(epoch FROM max(finished_at) - pg_postmaster_start_time())::float8 FROM turns
+"""
+
+
 async def since_start(pool: Pool, query: str) -> float | None:
-    """Seconds from the postmaster's (re)start to the value of ``query`` (database clock)."""
-    value = await scalar(
-        pool, f"SELECT extract(epoch FROM ({query}) - pg_postmaster_start_time())::float8"
-    )
+    value = await scalar(pool, query)
     return None if value is None else float(value)
 
 
@@ -370,11 +378,8 @@ async def run_through_outage(p: Private, fault: str) -> Outage:
     return Outage(
         cpu=cpu,
         listeners_back_s=listeners_back_s,
-        first_finish_s=await since_start(
-            p.pool,
-            "SELECT min(finished_at) FROM turns WHERE finished_at > pg_postmaster_start_time()",
-        ),
-        all_done_s=await since_start(p.pool, "SELECT max(finished_at) FROM turns"),
+        first_finish_s=await since_start(p.pool, FIRST_FINISH_SINCE_START),
+        all_done_s=await since_start(p.pool, LAST_FINISH_SINCE_START),
     )
 
 

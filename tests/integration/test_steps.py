@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from stint.store.client import ClientStore
 from stint.store.models import Claim, TurnStart
 from stint.store.pool import Pool
 from stint.store.runtime import RuntimeStore
+from stint.store.vocabulary import StepKind
 from stint.worker.context import (
     NondeterministicReplay,
     TurnContext,
@@ -93,7 +95,7 @@ async def test_started_step_found_in_journal_is_committed_not_rerun(
         claim,
         turn_id=turn.turn_id,
         step_key="e",
-        kind="tool",
+        kind=StepKind.TOOL,
         digest=_digest("journal", {"n": 1}),
     )
     journal.append(claim.session_id, "e", {"turn_id": str(turn.turn_id), "args": {"n": 1}})
@@ -115,7 +117,7 @@ async def test_started_step_missing_from_journal_runs_once(
         claim,
         turn_id=turn.turn_id,
         step_key="e",
-        kind="tool",
+        kind=StepKind.TOOL,
         digest=_digest("journal", {"n": 1}),
     )
     await (await _context(runtime, claim, turn)).call_tool("e", JournalTool(journal), {"n": 1})
@@ -129,7 +131,11 @@ async def test_started_step_a_tool_cannot_reconcile_is_marked_unknown(
     runtime, claim, turn = await _turn(db, pool)
     tool = CountingTool(Verdict.UNKNOWN)
     await runtime.steps_start(
-        claim, turn_id=turn.turn_id, step_key="u", kind="tool", digest=_digest("counting", {})
+        claim,
+        turn_id=turn.turn_id,
+        step_key="u",
+        kind=StepKind.TOOL,
+        digest=_digest("counting", {}),
     )
     with pytest.raises(UnknownEffect):
         await (await _context(runtime, claim, turn)).call_tool("u", tool, {})
@@ -150,5 +156,50 @@ async def test_replay_with_a_different_request_is_refused(db: ScratchTarget, poo
     assert tool.runs == 1
 
 
+class CountingModel:
+    """A model that answers with how often it was really called."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    async def __call__(self, request: Mapping[str, Any]) -> Any:
+        self.calls.append(dict(request))
+        return {"reply": f"answer {len(self.calls)}"}
+
+
+async def test_a_committed_model_call_is_replayed_without_calling_again(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    runtime, claim, turn = await _turn(db, pool)
+    model = CountingModel()
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    first = await (await _context(runtime, claim, turn)).call_model("m1", model, request)
+    again = await (await _context(runtime, claim, turn)).call_model("m1", model, request)
+    assert first == again == {"reply": "answer 1"}
+    assert len(model.calls) == 1
+    assert await _kinds(pool) == ["turn.started", "model.called", "model.returned"]
+    with pytest.raises(NondeterministicReplay):
+        await (await _context(runtime, claim, turn)).call_model("m1", model, {"other": 1})
+
+
+async def test_a_model_call_cut_off_before_its_commit_is_called_again(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    """A model call has no effect to repeat: a step left started is simply rerun."""
+    runtime, claim, turn = await _turn(db, pool)
+    request = {"prompt": "p"}
+    await runtime.steps_start(
+        claim,
+        turn_id=turn.turn_id,
+        step_key="m1",
+        kind=StepKind.MODEL,
+        digest=request_digest(StepKind.MODEL, "model", request),
+    )
+    model = CountingModel()
+    result = await (await _context(runtime, claim, turn)).call_model("m1", model, request)
+    assert result == {"reply": "answer 1"} and len(model.calls) == 1
+    assert await _step_status(pool) == ["committed"]
+
+
 def _digest(name: str, args: dict[str, Any]) -> str:
-    return request_digest("tool", name, args)
+    return request_digest(StepKind.TOOL, name, args)

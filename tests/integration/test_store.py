@@ -28,7 +28,7 @@ async def test_pooled_connections_carry_schema_timeouts_and_role(db: ScratchTarg
                     "idle_in_transaction_session_timeout",
                     "application_name",
                 ):
-                    cur = await conn.execute(f"SHOW {name}")
+                    cur = await conn.execute("SELECT current_setting(%s)", [name])
                     row = await cur.fetchone()
                     assert row is not None
                     shown[name] = row[0]

@@ -6,6 +6,7 @@ import asyncio
 import uuid
 
 import pytest
+from psycopg import sql
 
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
@@ -28,7 +29,7 @@ def runtime(db: ScratchTarget, pool: Pool) -> RuntimeStore:
 
 async def _count(pool: Pool, table: str) -> int:
     async with pool.connection() as conn:
-        cur = await conn.execute(f"SELECT count(*) FROM {table}")
+        cur = await conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))
         row = await cur.fetchone()
     assert row is not None
     return int(row[0])

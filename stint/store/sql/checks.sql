@@ -1,7 +1,8 @@
 -- name: checks_event_gaps
 -- Sessions whose event log is not exactly 1..last_event_seq (the primary key
 -- already forbids duplicates, so count, min and max settle it).
-SELECT s.id, s.last_event_seq, count(e.seq), min(e.seq), max(e.seq)
+SELECT s.id AS session_id, s.last_event_seq, count(e.seq) AS count, min(e.seq) AS min,
+       max(e.seq) AS max
 FROM sessions s
 LEFT JOIN events e ON e.session_id = s.id
 GROUP BY s.id
@@ -10,10 +11,11 @@ HAVING count(e.seq) <> s.last_event_seq
     OR coalesce(max(e.seq), 0) <> s.last_event_seq
 
 -- name: checks_event_totals
-SELECT count(DISTINCT session_id), count(*) FROM events
+SELECT count(DISTINCT session_id) AS sessions_with_events, count(*) AS events FROM events
 
 -- name: checks_turn_statuses
-SELECT status, count(*), coalesce(max(attempts), 0) FROM turns GROUP BY status ORDER BY status
+SELECT status, count(*) AS count, coalesce(max(attempts), 0) AS max_attempts
+FROM turns GROUP BY status ORDER BY status
 
 -- name: checks_steps
 SELECT session_id, turn_id, step_key, kind, status FROM steps ORDER BY session_id, step_key
@@ -22,7 +24,7 @@ SELECT session_id, turn_id, step_key, kind, status FROM steps ORDER BY session_i
 -- Rows whose session/turn identities disagree: events or steps naming a turn
 -- of another session, turns numbered out of their session's range, or a
 -- session whose queued_turns differs from its unfinished turns.
-SELECT 'event' AS what, e.session_id::text, e.seq::text
+SELECT 'event' AS what, e.session_id::text AS session_id, e.seq::text AS detail
 FROM events e JOIN turns t ON t.id = e.turn_id
 WHERE t.session_id <> e.session_id
 UNION ALL
@@ -42,7 +44,7 @@ WHERE s.queued_turns <> (SELECT count(*) FROM turns t
 -- name: checks_zombie_writes
 -- Worker-written events that went back to an older lease epoch after a newer
 -- epoch had written: a stale owner wrote after it was fenced.
-SELECT session_id, seq, lease_epoch, newest_before
+SELECT session_id, seq, lease_epoch AS epoch, newest_before AS newer_epoch_before
 FROM (
     SELECT session_id, seq, lease_epoch,
            max(lease_epoch) OVER (PARTITION BY session_id ORDER BY seq
@@ -54,12 +56,12 @@ FROM (
 WHERE lease_epoch < newest_before
 
 -- name: checks_attempts
-SELECT t.session_id, max(t.attempts) FROM turns t GROUP BY t.session_id
+SELECT t.session_id, max(t.attempts) AS attempts FROM turns t GROUP BY t.session_id
 
 -- name: checks_stale_leases
 -- Leases that nobody will renew: expired running sessions, and sessions
 -- still leased by a worker that has stopped.
-SELECT s.id, s.lease_owner, s.lease_expires_at < now() AS expired,
+SELECT s.id AS session_id, s.lease_owner AS owner, s.lease_expires_at < now() AS expired,
        coalesce(w.state = 'stopped', false) AS owner_stopped
 FROM sessions s
 LEFT JOIN workers w ON w.id = s.lease_owner

@@ -83,7 +83,7 @@ WITH ended AS (
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM ended)
     RETURNING last_event_seq, status
 ), /*include:log_append*/
-SELECT ended.id, pg_notify(%(work_channel)s, '') IS NULL
+SELECT ended.id, pg_notify(%(work_channel)s, '') IS NULL AS notified
 FROM ended, log_bump
 
 -- name: answers_record
@@ -119,5 +119,5 @@ WITH open_question AS (
     WHERE id = %(session_id)s AND status = 'parked' AND EXISTS (SELECT FROM resumed)
     RETURNING last_event_seq
 ), /*include:log_append*/
-SELECT resumed.id, pg_notify(%(work_channel)s, '') IS NULL
+SELECT resumed.id, pg_notify(%(work_channel)s, '') IS NULL AS notified
 FROM resumed, log_bump

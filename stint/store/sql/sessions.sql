@@ -21,7 +21,7 @@ SET status           = 'running',
     updated_at       = now()
 FROM picked
 WHERE s.id = picked.id
-RETURNING s.id, s.lease_epoch
+RETURNING s.id AS session_id, s.lease_owner AS owner, s.lease_epoch AS epoch
 
 -- name: leases_renew
 -- Extend every lease this worker still holds, in one statement; a session
@@ -40,7 +40,7 @@ WITH renewed AS (
     -- and a stale process with that id can no longer touch it.
     UPDATE workers SET heartbeat_at = now() WHERE id = %(owner)s AND pid = %(pid)s
 )
-SELECT id, control, control_turn_id, control_reason FROM renewed
+SELECT id AS session_id, control, control_turn_id, control_reason FROM renewed
 
 -- name: sessions_release
 -- Give a session back. If %(turn_id)s is still running it returns to queued with
@@ -77,26 +77,27 @@ SELECT (SELECT count(*) FROM requeued) AS requeued FROM log_bump
 -- name: sessions_create
 INSERT INTO sessions (tenant, pin)
 VALUES (%(tenant)s, %(pin)s)
-RETURNING id
+RETURNING id, created_at
 
 -- name: sessions_lock_for_enqueue
-SELECT queued_turns, last_turn_seq, lease_owner, lease_expires_at > now()
+SELECT queued_turns, last_turn_seq, lease_owner, coalesce(lease_expires_at > now(), false) AS lease_live
 FROM sessions
 WHERE id = %(session_id)s
 FOR UPDATE
 
 -- name: sessions_count_by_status
-SELECT status, count(*) FROM sessions GROUP BY status ORDER BY status
+SELECT status, count(*) AS count FROM sessions GROUP BY status ORDER BY status
 
 -- name: sessions_queue_summary
-SELECT coalesce(sum(queued_turns), 0)::bigint,
+SELECT coalesce(sum(queued_turns), 0)::bigint AS queued_turns,
        extract(epoch FROM now() - min(ready_at) FILTER (WHERE status = 'ready'))::float8
+           AS oldest_ready_age
 FROM sessions
 
 -- name: sessions_ready_unaccepted
 -- Ready sessions that no live worker (heartbeat within %(live_seconds)s) accepts:
 -- their pin matches no running worker's pins. They wait; they are never dropped.
-SELECT count(*)
+SELECT count(*) AS count
 FROM sessions s
 WHERE s.status = 'ready'
   AND NOT EXISTS (

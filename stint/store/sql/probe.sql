@@ -1,16 +1,17 @@
 -- name: turns_progress
-SELECT count(*) FILTER (WHERE status IN ('succeeded', 'failed', 'cancelled', 'interrupted')),
-       count(*),
-       (SELECT count(*) FROM sessions WHERE status = 'running')
+SELECT count(*) FILTER (WHERE status IN ('succeeded', 'failed', 'cancelled', 'interrupted'))
+           AS finished,
+       count(*) AS total,
+       (SELECT count(*) FROM sessions WHERE status = 'running') AS running_sessions
 FROM turns
 
 -- name: turns_timings
 -- Per finished turn, from the database clock: end-to-end, queue wait, run time.
-SELECT extract(epoch FROM enqueued_at)::float8,
-       extract(epoch FROM finished_at)::float8,
-       extract(epoch FROM finished_at - enqueued_at)::float8,
-       extract(epoch FROM first_claimed_at - enqueued_at)::float8,
-       extract(epoch FROM finished_at - started_at)::float8,
+SELECT extract(epoch FROM enqueued_at)::float8 AS enqueued_at,
+       extract(epoch FROM finished_at)::float8 AS finished_at,
+       extract(epoch FROM finished_at - enqueued_at)::float8 AS end_to_end,
+       extract(epoch FROM first_claimed_at - enqueued_at)::float8 AS queue_wait,
+       extract(epoch FROM finished_at - started_at)::float8 AS run_time,
        status,
        attempts
 FROM turns
@@ -27,24 +28,25 @@ SELECT pg_stat_statements_reset()
 -- name: statements_calls
 -- Statements executed in this database since the reset, except the given texts
 -- (the benchmark's own progress polls).
-SELECT coalesce(sum(calls), 0)::bigint
+SELECT coalesce(sum(calls), 0)::bigint AS count
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND query <> ALL (%(excluded)s::text[])
   AND query NOT LIKE 'SELECT pg_stat_statements_reset%%'
 
 -- name: workers_running
-SELECT count(*) FROM workers WHERE state = 'running'
+SELECT count(*) AS count FROM workers WHERE state = 'running'
 
 -- name: load_sample
 -- One load-test sample: sessions running now, and worker connections open now.
-SELECT (SELECT count(*) FROM sessions WHERE status = 'running'),
+SELECT (SELECT count(*) FROM sessions WHERE status = 'running') AS running_sessions,
        (SELECT count(*) FROM pg_stat_activity
         WHERE datname = current_database() AND application_name LIKE 'stint-worker-%%')
+           AS worker_connections
 
 -- name: table_footprint
 -- Rows and bytes (heap, indexes, toast) of each Stint table.
-SELECT c.relname, c.reltuples::bigint, pg_total_relation_size(c.oid)
+SELECT c.relname AS name, c.reltuples::bigint AS rows, pg_total_relation_size(c.oid) AS bytes
 FROM pg_class c
 WHERE c.relnamespace = current_schema()::regnamespace
   AND c.relkind = 'r'
@@ -56,25 +58,25 @@ VACUUM (ANALYZE)
 
 -- name: event_times
 -- DB-clock times of one kind of event, per session (for control latencies).
-SELECT session_id, extract(epoch FROM created_at)::float8
+SELECT session_id, extract(epoch FROM created_at)::float8 AS at
 FROM events
 WHERE kind = %(kind)s
 
 -- name: sessions_held_by
 -- Leases one worker holds now, with their epochs (a fault test's victims).
-SELECT id, lease_epoch FROM sessions WHERE lease_owner = %(owner)s
+SELECT id AS session_id, lease_epoch AS epoch FROM sessions WHERE lease_owner = %(owner)s
 
 -- name: sessions_in_flight
 -- Sessions with unfinished turns: the ones a server-wide fault can touch.
-SELECT id FROM sessions WHERE queued_turns > 0
+SELECT id AS session_id FROM sessions WHERE queued_turns > 0
 
 -- name: sessions_owned_since
 -- Of the given (session, epoch) pairs, those still held under that same epoch.
-SELECT s.id
+SELECT s.id AS session_id
 FROM sessions s
 JOIN unnest(%(session_ids)s::uuid[], %(epochs)s::bigint[]) AS held (id, epoch) ON held.id = s.id
 WHERE s.lease_epoch = held.epoch AND s.lease_owner IS NOT NULL
 
 -- name: turns_finished_after
 -- Turns finished after a moment (epoch seconds): has work resumed?
-SELECT count(*) FROM turns WHERE finished_at > to_timestamp(%(after)s)
+SELECT count(*) AS count FROM turns WHERE finished_at > to_timestamp(%(after)s)

@@ -1,0 +1,138 @@
+"""Measurement-only reads: what the load test, the benchmarks, the demo and the
+fault tests observe from outside. No worker or client path uses these, so they
+may be as expensive as a measurement needs (a VACUUM, pg_stat_statements)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from stint.store.config import StoreConfig
+from stint.store.fetch import fetch_all, fetch_one
+from stint.store.models import TurnProgress, TurnTiming
+from stint.store.pool import Pool
+from stint.store.queries import query
+from stint.store.translate import guarded
+
+__all__ = ["LoadSample", "ProbeStore", "TableFootprint"]
+
+
+@dataclass(frozen=True)
+class LoadSample:
+    """Sessions running now, and worker connections open now."""
+
+    running_sessions: int
+    worker_connections: int
+
+
+@dataclass(frozen=True)
+class TableFootprint:
+    """One table's rows (planner estimate) and bytes (heap, indexes, toast)."""
+
+    name: str
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class _Count:
+    count: int
+
+
+@dataclass(frozen=True)
+class _EventTime:
+    session_id: UUID
+    at: float
+
+
+@dataclass(frozen=True)
+class _Lease:
+    session_id: UUID
+    epoch: int
+
+
+@dataclass(frozen=True)
+class _Session:
+    session_id: UUID
+
+
+class ProbeStore:
+    """Reads for measurements; one method per query."""
+
+    def __init__(self, config: StoreConfig, pool: Pool) -> None:
+        self._config = config
+        self._pool = pool
+
+    async def turns_progress(self) -> TurnProgress:
+        """Finished and total turns, and sessions running now."""
+        async with guarded("turns_progress", self._config), self._pool.connection() as conn:
+            return await fetch_one(conn, TurnProgress, "turns_progress")
+
+    async def turns_timings(self) -> list[TurnTiming]:
+        """Audit timings of every finished turn, oldest finish first."""
+        async with guarded("turns_timings", self._config), self._pool.connection() as conn:
+            return await fetch_all(conn, TurnTiming, "turns_timings")
+
+    async def statements_reset(self) -> None:
+        """Start counting statements (pg_stat_statements must be preloaded)."""
+        async with guarded("statements_reset", self._config), self._pool.connection() as conn:
+            await conn.execute(query("statements_enable"))
+            await conn.execute(query("statements_reset"))
+
+    async def statements_calls(self, *, excluding: Sequence[str] = ()) -> int:
+        """Statements run in this database since the reset, not counting the
+        named store statements (a caller's own polling)."""
+        excluded = [query(name) for name in excluding]
+        async with guarded("statements_calls", self._config), self._pool.connection() as conn:
+            found = await fetch_one(conn, _Count, "statements_calls", excluded=excluded)
+        return found.count
+
+    async def load_sample(self) -> LoadSample:
+        async with guarded("load_sample", self._config), self._pool.connection() as conn:
+            return await fetch_one(conn, LoadSample, "load_sample")
+
+    async def workers_running(self) -> int:
+        async with guarded("workers_running", self._config), self._pool.connection() as conn:
+            return (await fetch_one(conn, _Count, "workers_running")).count
+
+    async def table_footprint(self) -> list[TableFootprint]:
+        """Each table's size, after VACUUM (ANALYZE) brought the estimates up to date."""
+        async with guarded("table_footprint", self._config), self._pool.connection() as conn:
+            await conn.execute(query("vacuum_analyze"))
+            return await fetch_all(conn, TableFootprint, "table_footprint")
+
+    async def event_times(self, *, kind: str) -> dict[UUID, float]:
+        """When (database clock, epoch seconds) each session got an event of ``kind``."""
+        async with guarded("event_times", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, _EventTime, "event_times", kind=kind)
+        return {r.session_id: r.at for r in rows}
+
+    async def sessions_held_by(self, *, owner: str) -> dict[UUID, int]:
+        """The leases ``owner`` holds now: session id to epoch."""
+        async with guarded("sessions_held_by", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, _Lease, "sessions_held_by", owner=owner)
+        return {r.session_id: r.epoch for r in rows}
+
+    async def sessions_in_flight(self) -> list[UUID]:
+        """Sessions with unfinished turns."""
+        async with guarded("sessions_in_flight", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, _Session, "sessions_in_flight")
+        return [r.session_id for r in rows]
+
+    async def sessions_owned_since(self, held: dict[UUID, int]) -> set[UUID]:
+        """Which of these leases are still held under the same epoch."""
+        async with guarded("sessions_owned_since", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(
+                conn,
+                _Session,
+                "sessions_owned_since",
+                session_ids=list(held),
+                epochs=list(held.values()),
+            )
+        return {r.session_id for r in rows}
+
+    async def turns_finished_after(self, moment: float) -> int:
+        """Turns finished after ``moment`` (epoch seconds, database clock)."""
+        async with guarded("turns_finished_after", self._config), self._pool.connection() as conn:
+            return (await fetch_one(conn, _Count, "turns_finished_after", after=moment)).count

@@ -1,0 +1,213 @@
+"""The supervisor: one worker process's lifecycle around its three services.
+
+It registers the worker, starts the lease keeper, the listener and the
+claimer, and waits for a stop request. SIGTERM drains: stop claiming, let
+running turns finish within the drain budget, then hand back what remains
+(each turn back to queued with its committed steps kept, each lease released)
+so another worker resumes it at once instead of waiting for the lease to
+expire. A second request skips the wait. If any service dies, the worker
+stops loudly and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from stint.store.errors import LeaseLost, StoreError
+from stint.store.vocabulary import WorkerState
+from stint.worker.cancelling import cancel_and_wait
+from stint.worker.claimer import Claimer
+from stint.worker.harness import Harness
+from stint.worker.lease_keeper import LeaseKeeper
+from stint.worker.listener import Listener
+from stint.worker.ports import NotificationSource, WorkerStore
+from stint.worker.runner import Limits, SessionRunner
+from stint.worker.service import Wakeup
+from stint.worker.slots import Held, Slots
+
+__all__ = ["Identity", "Supervisor", "WorkerPlan", "new_worker_id"]
+
+log = logging.getLogger("stint.worker")
+
+
+def new_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who this worker is, as its row in ``workers`` records it."""
+
+    worker_id: str
+    version: str
+    pid: int = field(default_factory=os.getpid)
+    host: str = field(default_factory=socket.gethostname)
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """The settings the supervisor and its services run with."""
+
+    slots: int
+    pins: Sequence[str]
+    lease_seconds: float
+    poll_interval: float
+    drain_seconds: float
+    work_channel: str
+    limits: Limits
+
+
+class Supervisor:
+    """Build with a store, a notification source and a harness; ``await run()``."""
+
+    def __init__(
+        self,
+        plan: WorkerPlan,
+        *,
+        store: WorkerStore,
+        subscribe: NotificationSource,
+        harness: Harness,
+        identity: Identity,
+    ) -> None:
+        self.plan = plan
+        self.identity = identity
+        self.failure: BaseException | None = None
+        self._store = store
+        self._subscribe = subscribe
+        self._harness = harness
+        self._claim_wakeup = Wakeup()
+        self._renew_wakeup = Wakeup()
+        self.slots = Slots(plan.slots, claim_wakeup=self._claim_wakeup)
+        self._stop = asyncio.Event()
+        self._skip_drain = asyncio.Event()
+        self.draining = False
+        self.lease_keeper: LeaseKeeper | None = None
+
+    @property
+    def id(self) -> str:
+        return self.identity.worker_id
+
+    def request_stop(self) -> None:
+        """First call: drain. Second call: skip the drain wait."""
+        if self._stop.is_set():
+            self._skip_drain.set()
+        self._stop.set()
+
+    def _service_failed(self, name: str, exc: BaseException) -> None:
+        self.failure = exc
+        self.request_stop()
+
+    async def run(self) -> int:
+        """Run until stopped; returns the process exit code."""
+        plan, me = self.plan, self.identity
+        await self._store.workers_register(
+            worker_id=me.worker_id,
+            host=me.host,
+            pid=me.pid,
+            version=me.version,
+            pins=plan.pins,
+            slots=plan.slots,
+        )
+        log.info(
+            "worker %s running: %d slots, lease %.1fs, pins %s",
+            me.worker_id,
+            plan.slots,
+            plan.lease_seconds,
+            list(plan.pins) or "none",
+        )
+        keeper = LeaseKeeper(
+            store=self._store,
+            slots=self.slots,
+            owner=me.worker_id,
+            pid=me.pid,
+            lease_seconds=plan.lease_seconds,
+            wakeup=self._renew_wakeup,
+            on_failure=self._service_failed,
+        )
+        self.lease_keeper = keeper
+        runner = SessionRunner(
+            store=self._store,
+            harness=self._harness,
+            limits=plan.limits,
+            may_write=keeper.may_write,
+            stopping=self._stop.is_set,
+        )
+        claimer = Claimer(
+            store=self._store,
+            slots=self.slots,
+            run_slot=runner.run,
+            owner=me.worker_id,
+            pins=plan.pins,
+            lease_seconds=plan.lease_seconds,
+            poll_interval=plan.poll_interval,
+            may_write=keeper.may_write,
+            wakeup=self._claim_wakeup,
+            on_failure=self._service_failed,
+        )
+        listener = Listener(
+            subscribe=self._subscribe,
+            work_channel=plan.work_channel,
+            slots=self.slots,
+            claim_wakeup=self._claim_wakeup,
+            renew_wakeup=self._renew_wakeup,
+            on_failure=self._service_failed,
+        )
+        services = [claimer, keeper, listener]
+        for service in services:
+            service.start()
+        try:
+            await self._stop.wait()
+            await claimer.stop()  # no new claims
+            await self._drain()
+        finally:
+            for service in services:
+                await service.stop()
+            await self._set_state(WorkerState.STOPPED)
+        log.info("worker %s stopped", me.worker_id)
+        return 1 if self.failure else 0
+
+    async def _drain(self) -> None:
+        self.draining = True
+        await self._set_state(WorkerState.DRAINING)
+        tasks = [h.task for h in self.slots.running() if h.task is not None]
+        if tasks and not self._skip_drain.is_set():
+            budget = self.plan.drain_seconds
+            log.info("draining: waiting up to %.1fs for %d turns", budget, len(tasks))
+            finished = asyncio.create_task(asyncio.wait(tasks))
+            skip = asyncio.create_task(self._skip_drain.wait())
+            await asyncio.wait(
+                [finished, skip], timeout=budget, return_when=asyncio.FIRST_COMPLETED
+            )
+            finished.cancel()
+            skip.cancel()
+        remaining = self.slots.running()
+        await cancel_and_wait(h.task for h in remaining if h.task is not None)
+        for held in remaining:
+            if not held.lost:
+                await self._hand_back(held)
+
+    async def _hand_back(self, held: Held) -> None:
+        sid = held.claim.session_id
+        try:
+            requeued = await self._store.sessions_release(
+                held.claim, turn_id=held.turn_id, reason="drain"
+            )
+            log.info("session %s handed back (turn requeued: %s)", sid, requeued)
+        except LeaseLost:
+            pass
+        except StoreError as exc:
+            log.warning("session %s: hand-back failed, left to lease expiry (%s)", sid, exc)
+
+    async def _set_state(self, state: WorkerState) -> None:
+        try:
+            await self._store.workers_set_state(
+                worker_id=self.identity.worker_id, pid=self.identity.pid, state=state
+            )
+        except StoreError as exc:
+            log.warning("could not mark worker %s: %s", state, exc)

@@ -1,0 +1,68 @@
+"""The Python vocabulary (stint.store.vocabulary) matches the migrations' CHECK constraints."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+import pytest
+
+from stint.postgres.scratch import ScratchTarget
+from stint.store.pool import Pool
+from stint.store.vocabulary import (
+    ControlAction,
+    EventKind,
+    SessionStatus,
+    StepKind,
+    StepStatus,
+    TurnStatus,
+    WorkerState,
+)
+from tests.integration.catalog import describe
+
+_ALLOWED = re.compile(r"\(\(?(?P<column>\w+) = ANY \(ARRAY\[(?P<values>[^\]]*)\]\)")
+
+
+def allowed_values(constraints: list[str], column: str) -> set[str]:
+    """The values a CHECK (column IN (...)) constraint admits, as PostgreSQL prints it."""
+    found: set[str] = set()
+    for definition in constraints:
+        for match in _ALLOWED.finditer(definition):
+            if match.group("column") == column:
+                found |= set(re.findall(r"'([^']*)'::text", match.group("values")))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "vocabulary"),
+    [
+        ("sessions", "status", SessionStatus),
+        ("sessions", "control", ControlAction),
+        ("turns", "status", TurnStatus),
+        ("steps", "kind", StepKind),
+        ("steps", "status", StepStatus),
+        ("workers", "state", WorkerState),
+        ("events", "kind", EventKind),
+    ],
+)
+async def test_enum_matches_the_check_constraint(
+    db: ScratchTarget, pool: Pool, table: str, column: str, vocabulary: type[StrEnum]
+) -> None:
+    catalog = await describe(pool, db.config.schema)
+    constraints = catalog["tables"][table]["constraints"]
+    assert allowed_values(constraints, column) == {member.value for member in vocabulary}
+
+
+def test_the_parser_reads_what_postgres_prints() -> None:
+    printed = "c: CHECK ((status = ANY (ARRAY['idle'::text, 'ready'::text])))"
+    assert allowed_values([printed], "status") == {"idle", "ready"}
+    assert allowed_values([printed], "kind") == set()
+
+
+def test_terminal_turn_statuses() -> None:
+    assert {s for s in TurnStatus if s.terminal} == {
+        "succeeded",
+        "failed",
+        "cancelled",
+        "interrupted",
+    }

@@ -1,0 +1,309 @@
+"""The worker's services and supervisor against an in-memory store: lease loss,
+control requests, fencing, notifications and the drain, in milliseconds.
+
+The same behaviours are tested end to end with real worker processes and real
+PostgreSQL in tests/acceptance and tests/faults; these pin the logic down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from stint.store.vocabulary import ControlAction, TurnStatus, WorkerState
+from stint.worker.claimer import Claimer
+from stint.worker.context import TurnContext
+from stint.worker.lease_keeper import LeaseKeeper
+from stint.worker.listener import Listener
+from stint.worker.runner import Limits, SessionRunner
+from stint.worker.service import Wakeup
+from stint.worker.slots import Slots
+from stint.worker.supervisor import Identity, Supervisor, WorkerPlan
+from tests.unit.fake_worker_store import FakeNotifications, FakeWorkerStore
+
+OWNER = "worker-under-test"
+WORK = "stint_work"
+LIMITS = Limits(turn_timeout=600, max_turns_per_claim=8, max_claim_seconds=60)
+
+
+class GatedHarness:
+    """A turn with input ``{"gate": name}`` waits until the test opens that gate;
+    ``entered[name]`` is set once a turn is inside the harness."""
+
+    def __init__(self) -> None:
+        self.gates: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+        self.entered: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
+
+    async def run_turn(self, ctx: TurnContext) -> Any:
+        name = ctx.input.get("gate")
+        if name is None:
+            return {"done": True}
+        self.entered[name].set()
+        await self.gates[name].wait()
+        return {"gate": name}
+
+
+def _failed(name: str, exc: BaseException) -> None:
+    raise AssertionError(f"service {name} failed: {exc!r}")
+
+
+class Rig:
+    """Slots, a runner and the three services, wired the way the supervisor wires them."""
+
+    def __init__(self, store: FakeWorkerStore, *, slots: int = 2) -> None:
+        self.store = store
+        self.harness = GatedHarness()
+        self.claim_wakeup = Wakeup()
+        self.renew_wakeup = Wakeup()
+        self.slots = Slots(slots, claim_wakeup=self.claim_wakeup)
+        self.now = 0.0
+        self.keeper = LeaseKeeper(
+            store=store,
+            slots=self.slots,
+            owner=OWNER,
+            pid=1,
+            lease_seconds=30,
+            wakeup=self.renew_wakeup,
+            on_failure=_failed,
+            clock=lambda: self.now,
+        )
+        self.stopping = False
+        runner = SessionRunner(
+            store=store,
+            harness=self.harness,
+            limits=LIMITS,
+            may_write=self.keeper.may_write,
+            stopping=lambda: self.stopping,
+        )
+        self.claimer = Claimer(
+            store=store,
+            slots=self.slots,
+            run_slot=runner.run,
+            owner=OWNER,
+            pins=[],
+            lease_seconds=30,
+            poll_interval=60,
+            may_write=self.keeper.may_write,
+            wakeup=self.claim_wakeup,
+            on_failure=_failed,
+        )
+        self.notifications = FakeNotifications()
+        self.listener = Listener(
+            subscribe=self.notifications,
+            work_channel=WORK,
+            slots=self.slots,
+            claim_wakeup=self.claim_wakeup,
+            renew_wakeup=self.renew_wakeup,
+            on_failure=_failed,
+        )
+
+    async def settle(self, session_id: UUID) -> None:
+        """Wait until the slot holding ``session_id`` has ended."""
+        for held in self.slots.snapshot():
+            if held.claim.session_id == session_id and held.task is not None:
+                await asyncio.gather(held.task, return_exceptions=True)
+
+
+async def test_claimer_fills_free_slots_and_no_more() -> None:
+    store = FakeWorkerStore()
+    sids = [store.add_session({"gate": f"g{i}"}) for i in range(3)]
+    rig = Rig(store, slots=2)
+    assert await rig.claimer.run_once() == 2
+    assert rig.slots.free == 0
+    assert await rig.claimer.run_once() == 0
+    rig.harness.gates["g0"].set()
+    rig.harness.gates["g1"].set()
+    for sid in sids[:2]:
+        await rig.settle(sid)
+    assert rig.slots.free == 2
+    assert await rig.claimer.run_once() == 1
+    assert [store.turn(s).status for s in sids[:2]] == [TurnStatus.SUCCEEDED] * 2
+
+
+async def test_a_worker_that_fenced_itself_claims_nothing() -> None:
+    store = FakeWorkerStore()
+    store.add_session({})
+    rig = Rig(store)
+    rig.now = 30.0  # a whole lease since the last renewal
+    assert not rig.keeper.may_write()
+    assert await rig.claimer.run_once() == 0
+    assert rig.slots.free == 2
+
+
+async def test_a_taken_lease_cancels_its_slot_without_another_write() -> None:
+    store = FakeWorkerStore()
+    sid = store.add_session({"gate": "slow"})
+    rig = Rig(store)
+    await rig.claimer.run_once()
+    await rig.harness.entered["slow"].wait()
+    store.steal(sid)
+    await rig.keeper.run_once()
+    [held] = rig.slots.snapshot()
+    assert held.lost
+    await rig.settle(sid)
+    assert held.task is not None and held.task.cancelled()
+    assert store.turn(sid).status is TurnStatus.RUNNING  # nothing finished it
+    assert "turn.completed" not in [kind for s, kind in store.events if s == sid]
+    assert store.released == []
+
+
+async def test_a_session_being_released_is_not_reported_lost() -> None:
+    store = FakeWorkerStore()
+    sid = store.add_session({"gate": "slow"})
+    rig = Rig(store)
+    await rig.claimer.run_once()
+    await rig.harness.entered["slow"].wait()
+    [held] = rig.slots.snapshot()
+    held.releasing = True  # a finish that releases the lease is in flight
+    store.steal(sid)
+    await rig.keeper.run_once()
+    assert not held.lost
+    assert held.task is not None and not held.task.done()
+    held.task.cancel()
+    await rig.settle(sid)
+
+
+async def test_a_cancel_read_by_the_renewal_stops_the_running_turn() -> None:
+    store = FakeWorkerStore()
+    sid = store.add_session({"gate": "never"}, {})
+    rig = Rig(store)
+    await rig.claimer.run_once()
+    await rig.harness.entered["never"].wait()
+    store.request(sid, ControlAction.CANCEL)
+    await rig.keeper.run_once()
+    await rig.settle(sid)
+    assert store.turn(sid, 0).status is TurnStatus.CANCELLED
+    assert store.turn(sid, 1).status is TurnStatus.SUCCEEDED  # the queue goes on
+    assert "turn.cancelled" in [kind for s, kind in store.events if s == sid]
+
+
+async def test_renewals_keep_the_worker_allowed_to_write() -> None:
+    store = FakeWorkerStore()
+    rig = Rig(store)
+    rig.now = 29.0
+    assert rig.keeper.may_write()
+    await rig.keeper.run_once()
+    rig.now = 58.0
+    assert rig.keeper.may_write() and rig.keeper.renewal_age() == 29.0
+    rig.now = 59.0
+    assert not rig.keeper.may_write()
+
+
+async def test_notifications_wake_the_right_service() -> None:
+    store = FakeWorkerStore()
+    sid = store.add_session({"gate": "slow"})
+    rig = Rig(store)
+    await rig.claimer.run_once()
+    claim_woken = asyncio.create_task(rig.claim_wakeup.sleep(3600))
+    renew_woken = asyncio.create_task(rig.renew_wakeup.sleep(3600))
+    rig.listener.run_once("stint_control", "some-other-session")
+    rig.listener.run_once(WORK, "")
+    await claim_woken
+    assert not renew_woken.done()
+    rig.listener.run_once("stint_control", str(sid))
+    await renew_woken
+    rig.harness.gates["slow"].set()
+    await rig.settle(sid)
+
+
+async def test_the_listener_loop_wakes_both_on_connect_and_relays_work() -> None:
+    store = FakeWorkerStore()
+    rig = Rig(store)
+    rig.listener.start()
+    await rig.claim_wakeup.sleep(3600)  # woken by the catch-up after subscribing
+    await rig.renew_wakeup.sleep(3600)
+    await rig.notifications.queue.put((WORK, ""))
+    await rig.claim_wakeup.sleep(3600)
+    await rig.listener.stop()
+    assert rig.notifications.subscriptions == 1
+
+
+# -- the supervisor ----------------------------------------------------------
+
+
+def _plan(*, drain_seconds: float, slots: int = 2) -> WorkerPlan:
+    return WorkerPlan(
+        slots=slots,
+        pins=[],
+        lease_seconds=30,
+        poll_interval=60,
+        drain_seconds=drain_seconds,
+        work_channel=WORK,
+        limits=LIMITS,
+    )
+
+
+def _supervisor(
+    store: FakeWorkerStore, harness: GatedHarness, *, drain_seconds: float
+) -> Supervisor:
+    return Supervisor(
+        _plan(drain_seconds=drain_seconds),
+        store=store,
+        subscribe=FakeNotifications(),
+        harness=harness,
+        identity=Identity(OWNER, "test", pid=1, host="test"),
+    )
+
+
+async def test_drain_hands_back_a_turn_that_outlives_the_budget() -> None:
+    store = FakeWorkerStore()
+    sid = store.add_session({"gate": "never"})
+    harness = GatedHarness()
+    supervisor = _supervisor(store, harness, drain_seconds=0)
+    running = asyncio.create_task(supervisor.run())
+    await harness.entered["never"].wait()
+    supervisor.request_stop()
+    assert await running == 0
+    turn = store.turn(sid)
+    assert store.released == [(sid, turn.id, "drain")]
+    assert turn.status is TurnStatus.QUEUED  # back in line, committed steps kept
+    assert store.sessions[sid].owner is None
+    assert store.states == [WorkerState.RUNNING, WorkerState.DRAINING, WorkerState.STOPPED]
+
+
+async def test_drain_lets_a_turn_finish_within_the_budget() -> None:
+    store = FakeWorkerStore()
+    sid = store.add_session({"gate": "soon"})
+    harness = GatedHarness()
+    supervisor = _supervisor(store, harness, drain_seconds=3600)
+    running = asyncio.create_task(supervisor.run())
+    await harness.entered["soon"].wait()
+    supervisor.request_stop()
+    harness.gates["soon"].set()
+    assert await running == 0
+    assert store.turn(sid).status is TurnStatus.SUCCEEDED
+    assert store.released == []
+
+
+async def test_a_second_stop_skips_the_drain_wait() -> None:
+    store = FakeWorkerStore()
+    sid = store.add_session({"gate": "never"})
+    harness = GatedHarness()
+    supervisor = _supervisor(store, harness, drain_seconds=3600)
+    running = asyncio.create_task(supervisor.run())
+    await harness.entered["never"].wait()
+    supervisor.request_stop()
+    supervisor.request_stop()
+    assert await running == 0
+    assert store.released == [(sid, store.turn(sid).id, "drain")]
+
+
+async def test_a_dead_service_stops_the_worker_loudly() -> None:
+    store = FakeWorkerStore()
+    store.renew_error = RuntimeError("a bug in the lease keeper")
+    supervisor = _supervisor(store, GatedHarness(), drain_seconds=0)
+    # The listener's first subscription asks for a renewal at once (catch-up),
+    # so the lease keeper hits the bug right after start.
+    assert await supervisor.run() == 1
+    assert isinstance(supervisor.failure, RuntimeError)
+    assert store.states[-1] is WorkerState.STOPPED
+
+
+@pytest.mark.parametrize("action", list(ControlAction))
+def test_control_actions_name_their_terminal_status(action: ControlAction) -> None:
+    assert action.turn_status.terminal
+    assert action.event_kind.value == f"turn.{action.turn_status.value}"

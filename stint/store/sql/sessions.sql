@@ -57,7 +57,8 @@ WITH fence AS (
     WHERE id = %(turn_id)s AND status = 'running' AND EXISTS (SELECT FROM fence)
     RETURNING id, seq
 ), log_new AS (
-    SELECT requeued.id AS turn_id, 'turn.released'::text AS kind,
+    SELECT %(session_id)s::uuid AS session_id, requeued.id AS turn_id,
+           'turn.released'::text AS kind,
            jsonb_build_object('reason', %(reason)s::text, 'worker', %(owner)s::text) AS payload,
            %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
     FROM requeued
@@ -70,7 +71,7 @@ WITH fence AS (
         lease_expires_at = NULL,
         updated_at       = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM fence)
-    RETURNING last_event_seq
+    RETURNING id, last_event_seq
 ), /*include:log_append*/
 SELECT (SELECT count(*) FROM requeued) AS requeued FROM log_bump
 

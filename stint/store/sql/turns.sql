@@ -48,7 +48,8 @@ WITH fence AS (
     WHERE t.id = next_turn.id
     RETURNING t.id, t.seq, t.input, t.attempts, t.timeout_seconds
 ), log_new AS (
-    SELECT started.id AS turn_id, 'turn.started'::text AS kind,
+    SELECT %(session_id)s::uuid AS session_id, started.id AS turn_id,
+           'turn.started'::text AS kind,
            jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text) AS payload,
            %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
     FROM started
@@ -56,7 +57,7 @@ WITH fence AS (
     UPDATE sessions
     SET /*include:log_reserve*/, updated_at = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM started)
-    RETURNING last_event_seq
+    RETURNING id, last_event_seq
 ), /*include:log_append*/
 SELECT EXISTS (SELECT FROM fence) AS fenced, started.id AS turn_id, started.seq,
        started.input, started.attempts, started.timeout_seconds
@@ -67,28 +68,28 @@ LEFT JOIN started ON true
 -- Record a turn's terminal state and its terminal event; then either keep the
 -- lease (more turns queued, caller may continue) or release the session.
 WITH /*include:log_new_from_params*/, log_bump AS (
-    UPDATE sessions s
+    UPDATE sessions
     SET /*include:log_reserve*/,
-        queued_turns     = s.queued_turns - 1,
+        queued_turns     = queued_turns - 1,
         status           = CASE
-                               WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.status
-                               WHEN s.queued_turns > 1 THEN 'ready'
+                               WHEN queued_turns > 1 AND NOT %(release)s THEN status
+                               WHEN queued_turns > 1 THEN 'ready'
                                ELSE 'idle'
                            END,
-        ready_at         = CASE WHEN s.queued_turns > 1 THEN now() END,
-        lease_owner      = CASE WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.lease_owner END,
-        lease_expires_at = CASE WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.lease_expires_at END,
-        control              = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL ELSE s.control END,
-        control_reason       = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL
-                                    ELSE s.control_reason END,
-        control_requested_at = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL
-                                    ELSE s.control_requested_at END,
-        control_turn_id      = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL
-                                    ELSE s.control_turn_id END,
+        ready_at         = CASE WHEN queued_turns > 1 THEN now() END,
+        lease_owner      = CASE WHEN queued_turns > 1 AND NOT %(release)s THEN lease_owner END,
+        lease_expires_at = CASE WHEN queued_turns > 1 AND NOT %(release)s THEN lease_expires_at END,
+        control              = CASE WHEN control_turn_id = %(turn_id)s THEN NULL ELSE control END,
+        control_reason       = CASE WHEN control_turn_id = %(turn_id)s THEN NULL
+                                    ELSE control_reason END,
+        control_requested_at = CASE WHEN control_turn_id = %(turn_id)s THEN NULL
+                                    ELSE control_requested_at END,
+        control_turn_id      = CASE WHEN control_turn_id = %(turn_id)s THEN NULL
+                                    ELSE control_turn_id END,
         updated_at       = now()
-    WHERE s.id = %(session_id)s AND s.lease_owner = %(owner)s AND s.lease_epoch = %(epoch)s
+    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
       AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
-    RETURNING s.last_event_seq, s.queued_turns, s.lease_owner IS NOT NULL AS still_held
+    RETURNING id, last_event_seq, queued_turns, lease_owner IS NOT NULL AS still_held
 ), finished AS (
     UPDATE turns
     SET status = %(status)s, output = %(output)s, error = %(error)s, reason = %(reason)s,
@@ -111,7 +112,8 @@ WITH held AS (
     WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
     FOR UPDATE
 ), log_new AS (
-    SELECT %(turn_id)s::uuid AS turn_id, 'approval.requested'::text AS kind,
+    SELECT %(session_id)s::uuid AS session_id, %(turn_id)s::uuid AS turn_id,
+           'approval.requested'::text AS kind,
            jsonb_build_object('step_key', %(step_key)s::text, 'question', %(question)s::jsonb)
                AS payload,
            %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
@@ -119,7 +121,7 @@ WITH held AS (
     WHERE held.control_turn_id IS DISTINCT FROM %(turn_id)s
       AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
 ), log_bump AS (
-    UPDATE sessions s
+    UPDATE sessions
     SET /*include:log_reserve*/,
         status           = 'parked',
         ready_at         = NULL,
@@ -127,8 +129,8 @@ WITH held AS (
         lease_expires_at = NULL,
         updated_at       = now()
     FROM held
-    WHERE s.id = held.id AND EXISTS (SELECT FROM log_new)
-    RETURNING s.last_event_seq
+    WHERE sessions.id = held.id AND EXISTS (SELECT FROM log_new)
+    RETURNING sessions.id, sessions.last_event_seq
 ), asked AS (
     INSERT INTO steps (session_id, turn_id, step_key, kind, status, request_digest, lease_epoch)
     SELECT %(session_id)s, %(turn_id)s, %(step_key)s, 'answer', 'started', %(digest)s, %(epoch)s

@@ -7,11 +7,9 @@ from dataclasses import dataclass, field
 
 from stint.store.errors import ConfigError
 
-__all__ = ["ROLE_CLAIM", "ROLE_CLI", "ROLE_LEASE", "ROLE_LISTEN", "ROLE_SLOT", "StoreConfig"]
+__all__ = ["ROLE_CLI", "ROLE_LISTEN", "ROLE_WORKER", "StoreConfig"]
 
-ROLE_CLAIM = "stint-worker-claim"
-ROLE_LEASE = "stint-worker-lease"
-ROLE_SLOT = "stint-worker-slot"
+ROLE_WORKER = "stint-worker-pool"
 ROLE_LISTEN = "stint-worker-listen"
 ROLE_CLI = "stint-cli"
 

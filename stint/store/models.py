@@ -26,7 +26,6 @@ from stint.store.vocabulary import (
 )
 
 __all__ = [
-    "BegunTurn",
     "Claim",
     "ControlRequest",
     "EnqueueResult",
@@ -40,6 +39,7 @@ __all__ = [
     "TurnProgress",
     "TurnStart",
     "TurnTiming",
+    "Work",
     "WorkerRow",
 ]
 
@@ -81,18 +81,6 @@ class Claim(Row):
     session_id: UUID
     owner: str
     epoch: int
-
-
-@dataclass(frozen=True)
-class BegunTurn(Row):
-    """What ``turns_begin`` found: whether the fence held, and the turn it started."""
-
-    fenced: bool
-    turn_id: UUID | None
-    seq: int | None
-    input: dict[str, Any] | None
-    attempts: int | None
-    timeout_seconds: float | None
 
 
 @dataclass(frozen=True)
@@ -152,11 +140,23 @@ class StepRecord(Row):
 
 
 @dataclass(frozen=True)
-class FinishResult(Row):
-    """What remains after a turn finished: queued turns, and whether we still hold the lease."""
+class Work:
+    """What a slot runs next: a session it now holds, and the turn started on it
+    (None when the session had nothing left to start: the slot gives it back)."""
+
+    claim: Claim
+    turn: TurnStart | None
+
+
+@dataclass(frozen=True)
+class FinishResult:
+    """After a turn finished: turns still queued on its session, whether the
+    session is still held, and the slot's next work (the same session's next
+    turn, or another session claimed in the same statement), if any."""
 
     queued_turns: int
     still_held: bool
+    next: Work | None = None
 
 
 @dataclass(frozen=True)

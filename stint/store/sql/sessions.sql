@@ -1,27 +1,90 @@
--- name: sessions_claim
--- Claim up to %(limit)s claimable sessions for one worker, oldest first: ready
--- ones, and running ones whose lease expired (their owner died or was cut off).
--- SKIP LOCKED lets many workers claim at once without waiting on each other;
--- the epoch bump fences every write of the previous owner.
-WITH picked AS (
-    SELECT id
+-- name: claim_candidates
+-- Fragment: up to %(limit)s claimable sessions this worker's pins accept, locked,
+-- oldest first: ready ones by ready_at, and running ones whose lease expired
+-- (their owner died or was cut off) by expiry. Two scans, each on its own
+-- partial index in its own order, so idle and parked rows are never visited
+-- however many there are; SKIP LOCKED lets many workers claim at once. A row
+-- locked by one scan but not chosen stays locked only until the commit. The
+-- including statement defines claim_gate: no row there, no claim.
+ready_pick AS (
+    SELECT id, ready_at AS since
     FROM sessions
-    WHERE (status = 'ready' OR (status = 'running' AND lease_expires_at < now()))
-      AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
-    ORDER BY CASE WHEN status = 'ready' THEN ready_at ELSE lease_expires_at END
+    WHERE status = 'ready' AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
+      AND EXISTS (SELECT FROM claim_gate)
+    ORDER BY ready_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), expired_pick AS (
+    SELECT id, lease_expires_at AS since
+    FROM sessions
+    WHERE status = 'running' AND lease_expires_at < now()
+      AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
+      AND EXISTS (SELECT FROM claim_gate)
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), chosen AS (
+    SELECT picked.id, s.lease_epoch + 1 AS epoch
+    FROM (SELECT * FROM ready_pick UNION ALL SELECT * FROM expired_pick) AS picked
+    JOIN sessions s ON s.id = picked.id
+    ORDER BY picked.since
+    LIMIT %(limit)s
+), chosen_turn AS (
+    -- Each chosen session's oldest unfinished turn (a running one is a retry
+    -- after a lost lease); a session may have none left (all cancelled).
+    SELECT DISTINCT ON (t.session_id) t.id, t.session_id, chosen.epoch
+    FROM turns t
+    JOIN chosen ON chosen.id = t.session_id
+    WHERE t.status IN ('queued', 'running')
+    ORDER BY t.session_id, t.seq
 )
-UPDATE sessions s
-SET status           = 'running',
-    lease_owner      = %(owner)s,
-    lease_epoch      = s.lease_epoch + 1,
-    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
-    claimed_at       = now(),
-    updated_at       = now()
-FROM picked
-WHERE s.id = picked.id
-RETURNING s.id AS session_id, s.lease_owner AS owner, s.lease_epoch AS epoch
+
+-- name: claim_lease
+-- Fragment: the SET items that give a chosen session to this worker under a
+-- new epoch (which fences every write of its previous owner).
+status           = 'running',
+lease_owner      = %(owner)s,
+lease_epoch      = lease_epoch + 1,
+lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
+claimed_at       = now(),
+updated_at       = now()
+
+-- name: start_turns
+-- Fragment: start the turns of starting (id, epoch) and say so. A turn's first
+-- claim time is the claim's now(), never before its enqueue.
+started AS (
+    UPDATE turns t
+    SET status           = 'running',
+        attempts         = t.attempts + 1,
+        first_claimed_at = coalesce(t.first_claimed_at, greatest(now(), t.enqueued_at)),
+        started_at       = coalesce(t.started_at, now()),
+        worker_id        = %(owner)s
+    FROM starting
+    WHERE t.id = starting.id
+    RETURNING t.id, t.session_id, t.seq, t.input, t.attempts, t.timeout_seconds, starting.epoch
+)
+
+-- name: turns_claim
+-- Claim up to %(limit)s sessions and start the next turn of each, in one
+-- statement: a freed slot is busy again after one round trip.
+WITH claim_gate AS (SELECT), /*include:claim_candidates*/,
+starting AS (SELECT id, epoch FROM chosen_turn), /*include:start_turns*/,
+log_new AS (
+    SELECT started.session_id, started.id AS turn_id, 'turn.started'::text AS kind,
+           jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text) AS payload,
+           started.epoch AS lease_epoch, 1::bigint AS ord
+    FROM started
+), log_bump AS (
+    UPDATE sessions
+    SET /*include:log_reserve*/, /*include:claim_lease*/
+    FROM chosen
+    WHERE sessions.id = chosen.id
+    RETURNING sessions.id, sessions.last_event_seq, sessions.lease_epoch
+), /*include:log_append*/
+SELECT log_bump.id AS session_id, log_bump.lease_epoch AS epoch, started.id AS turn_id,
+       started.seq, started.input, started.attempts, started.timeout_seconds
+FROM log_bump
+LEFT JOIN started ON started.session_id = log_bump.id
 
 -- name: leases_renew
 -- Extend every lease this worker still holds, in one statement; a session

@@ -21,6 +21,7 @@ FAILPOINTS = (
     "after_effect",  # the effect is fsync'd; the step is not committed
     "after_step_commit",  # the step and its events are committed
     "after_turn_finish",  # the turn's terminal state is committed; the slot is not free
+    "after_tool_step",  # agents harness: a tool step returned; the next model call has not begun
 )
 
 _active: dict[str, str] = {}

@@ -72,7 +72,7 @@ async def _serve(settings: Settings) -> int:
             log.info("applied migration %s", migration.label)
     workspace = workspace_dir(settings)
     workspace.mkdir(parents=True, exist_ok=True)
-    harness = load_harness(settings.harness, workspace=workspace)
+    harness = load_harness(settings.harness, workspace=workspace, settings=settings)
     worker = Worker(settings, config, harness, worker_id=settings.worker_id or new_worker_id())
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

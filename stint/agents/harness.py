@@ -51,6 +51,10 @@ class ChatHarness:
         self._journal = journal
         self._provider = provider
 
+    async def close(self) -> None:
+        """Close the provider client's connections (tests and the demo; a worker exits)."""
+        await self._provider.close()
+
     async def run_turn(self, ctx: TurnContext) -> dict[str, Any]:
         text = ctx.input.get("message")
         if not isinstance(text, str) or not text:

@@ -33,6 +33,7 @@ __all__ = ["ChatProvider", "Retry"]
 log = logging.getLogger("stint.agents.provider")
 
 _CONNECT_TIMEOUT = 10.0
+_NO_KEY = "no-key"
 _MAX_MESSAGE = 500
 # Masked keys some providers echo back ("sk-abc***xyz"): never repeated either.
 _KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*]{4,}")
@@ -88,7 +89,8 @@ class ChatProvider:
         self._policy = RetryPolicy(max_attempts=config.max_attempts, cap=config.retry_max_wait)
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
-            api_key=self._secret,
+            # Local servers (vLLM, llama.cpp, Ollama) need no key; the client needs one.
+            api_key=self._secret or _NO_KEY,
             max_retries=0,
             timeout=openai.Timeout(config.timeout, connect=min(_CONNECT_TIMEOUT, config.timeout)),
         )

@@ -1,4 +1,4 @@
--- Stint schema 0006: the agents harness — conversation memory and its event kinds.
+-- Stint schema 0004 (to be renumbered after the other 0004/0005 at merge): the agents harness — conversation memory and its event kinds.
 
 -- A session's conversation, in the order the model saw it: one row per chat
 -- message (user input, assistant message with its tool calls, tool result).

@@ -1,5 +1,5 @@
-"""``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, status,
-check, size, demo, embedded)."""
+"""``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
+status, check, size, demo, embedded)."""
 
 from __future__ import annotations
 
@@ -162,6 +162,33 @@ async def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
     return await _with_controls(settings, record)
 
 
+async def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+    from stint.ops.show import session_json, sum_usage, turn_json
+    from stint.store.usage import UsageStore
+
+    session_id = _parse_session(args.session)
+    turn_id = _parse_session(args.turn) if args.turn else None
+    config = resolve_store_config(settings)
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        usage = UsageStore(config, pool)
+        found = await usage.session_usage(session_id=session_id)
+        if found is None:
+            raise UsageError(f"no session {session_id}")
+        totals = sum_usage(found.turns)
+        if turn_id is None:
+            print(json.dumps(session_json(found, totals=totals), indent=2, default=str))
+            return 0
+        turn = next((t for t in found.turns if t.turn_id == turn_id), None)
+        if turn is None:
+            raise UsageError(f"session {session_id} has no turn {turn_id}")
+        shown = {"session_id": str(session_id), **turn_json(turn), "session_usage": totals}
+        print(json.dumps(shown, indent=2, default=str))
+        return 0
+    finally:
+        await pool.close()
+
+
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     config = resolve_store_config(settings)
 
@@ -308,6 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--after", type=int, default=0, metavar="N", help="start after seq N")
     p.add_argument("--follow", action="store_true", help="keep streaming until interrupted")
     p.set_defaults(run=cmd_tail)
+
+    p = sub.add_parser(
+        "show", help="a session's turns (status, output, error) and model usage, as JSON"
+    )
+    p.add_argument("session", metavar="SESSION", help="the session's id")
+    p.add_argument("--turn", metavar="ID", help="only this turn (with the session's totals)")
+    p.set_defaults(run=cmd_show)
 
     p = sub.add_parser("status", help="workers, sessions by status, queued turns")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")

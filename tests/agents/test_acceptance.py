@@ -156,7 +156,7 @@ async def test_a_crash_after_a_tool_resumes_with_only_the_remaining_model_call(
         assert await _until_finished(pool, turn["turn_id"]) == "succeeded"
         rescuer.signal(signal.SIGTERM)
         assert rescuer.wait() == 0
-    status, attempts, output, _ = await _turn(pool, turn["turn_id"])
+    _, attempts, output, _ = await _turn(pool, turn["turn_id"])
     assert (attempts, output["reply"]) == (2, "I asked the calculator: 19 + 23 = 42.0.")
     assert _calls(fake, "What is 19 + 23?") == [0, 1]  # the model: the remaining step only
     sid = turn["session_id"]

@@ -21,12 +21,17 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
-
 from stint.agents.config import ModelConfig
-from stint.agents.errors import ProviderError, ProviderUnavailable
+from stint.agents.errors import AgentConfigError, ProviderError, ProviderUnavailable
 from stint.agents.retry import RetryPolicy, is_retryable_status, retry_after_seconds
 from stint.worker.telemetry import model_span, record_usage
+
+try:
+    import openai
+except ImportError as exc:  # the optional dependency: pip install 'stint[agents]'
+    raise AgentConfigError(
+        "stint.agents needs the openai package: pip install 'stint[agents]'"
+    ) from exc
 
 __all__ = ["ChatProvider", "Retry"]
 

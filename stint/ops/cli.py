@@ -200,6 +200,11 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    if args.agent:
+        from stint.ops.demo_agent import run_agent_demo
+
+        agent_code: int = await run_agent_demo(settings)
+        return agent_code
     from stint.ops.demo import run_demo
 
     code: int = await run_demo(
@@ -351,6 +356,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=2, metavar="W", help="worker processes (2)")
     p.add_argument("--slots", type=int, default=4, metavar="S", help="slots per worker (4)")
     p.add_argument("--sessions", type=int, default=24, metavar="N", help="sessions (24)")
+    p.add_argument(
+        "--agent",
+        action="store_true",
+        help="instead: a streamed tool-calling conversation with stint.agents:chat against a "
+        "fake OpenAI-compatible provider started by the demo (no API key needed)",
+    )
     p.set_defaults(run=cmd_demo)
 
     p = sub.add_parser(

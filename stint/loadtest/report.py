@@ -388,17 +388,18 @@ def render_markdown(matrix: dict[str, Any]) -> str:
 
 
 def _labels(summary: list[dict[str, Any]]) -> list[str]:
-    return [
-        ("agents " if r["harness"] == "agents" else "")
-        + f"{r['workers']} {_X} {r['slots']} = {r['total_slots']} slot"
-        f"{'' if r['total_slots'] == 1 else 's'}\n"
-        + (
-            f"{r['sessions']} sessions, 2{_X}{r['model_latency_ms']} ms model"
-            if r["harness"] == "agents"
-            else f"{r['sessions']} sessions, {r['tool_wait_ms']} ms"
+    labels = []
+    for r in summary:
+        label = (
+            f"{r['workers']} {_X} {r['slots']} = {r['total_slots']} slot"
+            f"{'' if r['total_slots'] == 1 else 's'}\n"
         )
-        for r in summary
-    ]
+        if r["harness"] == "agents":
+            label += f"{r['sessions']} sessions\nagents: 2{_X}{r['model_latency_ms']} ms model"
+        else:
+            label += f"{r['sessions']} sessions, {r['tool_wait_ms']} ms"
+        labels.append(label)
+    return labels
 
 
 def _new_axes(summary: list[dict[str, Any]], title: str, ylabel: str) -> tuple[Figure, Axes]:

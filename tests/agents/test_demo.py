@@ -14,7 +14,7 @@ from stint.postgres.scratch import ScratchTarget
 pytestmark = pytest.mark.acceptance
 
 
-def test_the_agent_demo_converses_with_tools_and_passes_its_checks(
+async def test_the_agent_demo_converses_with_tools_and_passes_its_checks(
     db: ScratchTarget, tmp_path: Path
 ) -> None:
     result = subprocess.run(

@@ -133,6 +133,10 @@ class ChatProvider:
                     hint, failure = None, Retry(attempt, "connection lost", 0.0)
                 except _StreamIncomplete:
                     hint, failure = None, Retry(attempt, "stream ended early", 0.0)
+                except openai.APIError as exc:  # e.g. an error event inside the stream
+                    raise ProviderError(
+                        f"the provider failed the request: {self.scrub(str(exc))[:_MAX_MESSAGE]}"
+                    ) from None
                 else:
                     current.set_attribute("stint.model.retries", attempt - 1)
                     record_usage(current, answer.usage, answer.finish_reason)

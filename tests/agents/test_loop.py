@@ -23,10 +23,11 @@ from stint.agents.harness import ChatHarness
 from stint.agents.provider import ChatProvider
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
+from stint.store.controls import ControlStore
 from stint.store.models import Claim, TurnStart
 from stint.store.pool import Pool
 from stint.store.runtime import RuntimeStore
-from stint.worker.context import TurnContext
+from stint.worker.context import Parked, TurnContext
 from stint.worker.journal import EffectJournal
 from tests.agents.conftest import API_KEY
 from tests.workers import fetch
@@ -247,3 +248,40 @@ async def test_deltas_are_coalesced_into_few_ordered_events(
     ]  # fmt: skip
     step = await fetch(pool, "SELECT result FROM steps WHERE kind = 'model'")
     assert json.loads(json.dumps(step[0][0]))["delta_events"] == 3
+
+
+async def test_a_refused_approval_tells_the_model_and_runs_nothing(
+    db: ScratchTarget, pool: Pool, fake: FakeProvider, tmp_path: Path
+) -> None:
+    driver = Driver(db, pool, _harness(fake, tmp_path))
+    claim, turn = await driver.begin("Please deploy the web service.")
+    with pytest.raises(Parked) as parked:
+        await driver.attempt(claim, turn)
+    assert parked.value.question == {
+        "tool": "deploy",
+        "arguments": {"service": "web", "version": "1.2.3"},
+    }
+    await driver.runtime.turns_park(
+        claim,
+        turn_id=turn.turn_id,
+        step_key=parked.value.step_key,
+        digest=parked.value.digest,
+        question=parked.value.question,
+    )
+    controls = ControlStore(db.config, pool)
+    await controls.answer(session_id=claim.session_id, step_key=parked.value.step_key, answer="no")
+    [claim] = await driver.runtime.sessions_claim(owner="w", pins=[], limit=1, lease_seconds=30)
+    again = await driver.runtime.turns_begin(claim)
+    assert again is not None and again.turn_id == turn.turn_id
+    output = await driver.attempt(claim, again, attempt=again.attempts)
+    await driver.harness.close()
+    assert output["tool_calls"] == [
+        {
+            "name": "deploy",
+            "arguments": {"service": "web", "version": "1.2.3"},
+            "result": "not approved",
+        }
+    ]
+    assert "the user did not approve this call of deploy" in output["reply"]
+    assert EffectJournal(tmp_path).entries(claim.session_id) == []
+    assert [r.round for r in fake.requests()] == [0, 1]  # round 0 was not asked again

@@ -39,6 +39,7 @@ log = logging.getLogger("stint.agents.provider")
 
 _CONNECT_TIMEOUT = 10.0
 _NO_KEY = "no-key"
+_HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 _MAX_MESSAGE = 500
 # Masked keys some providers echo back ("sk-abc***xyz"): never repeated either.
 _KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*]{4,}")
@@ -89,6 +90,10 @@ class ChatProvider:
     """Streams chat completions; ``complete`` is the body of one ``call_model`` step."""
 
     def __init__(self, config: ModelConfig) -> None:
+        # The HTTP client logs each request's URL at INFO: a line per model call, and a
+        # base URL may carry credentials. Its warnings and errors still get through.
+        for name in _HTTP_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
         self._config = config
         self._secret = config.api_key.get_secret_value()
         self._policy = RetryPolicy(max_attempts=config.max_attempts, cap=config.retry_max_wait)

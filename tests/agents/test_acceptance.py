@@ -140,6 +140,7 @@ async def test_a_three_turn_conversation_with_two_tools(cluster: Cluster, pool: 
     assert '"gen_ai.request.model": "fake-model"' in log
     assert '"gen_ai.usage.input_tokens"' in log and '"gen_ai.usage.output_tokens"' in log
     assert API_KEY not in log
+    assert fake.url not in log  # no HTTP client line per request, no URL in the log
     await _checks(pool, cluster)
 
 

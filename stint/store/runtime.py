@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 
 from stint.store.batch import StatementBatcher
 from stint.store.config import StoreConfig
+from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost
 from stint.store.fetch import fetch_all
 from stint.store.models import (
@@ -106,6 +107,8 @@ class RuntimeStore:
         self._config = config
         self._pool = pool
         self._batcher = StatementBatcher(config, pool, concurrency=concurrency)
+        self.conversation = ConversationStore(config, pool)
+        """Conversation memory, on the same pool (a turn's reads and fenced writes)."""
 
     @property
     def batcher(self) -> StatementBatcher:

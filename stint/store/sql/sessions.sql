@@ -46,20 +46,26 @@ status           = 'running',
 lease_owner      = %(owner)s,
 lease_epoch      = lease_epoch + 1,
 lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
-claimed_at       = now(),
+claimed_at       = (SELECT at FROM stamp),
 updated_at       = now()
 
+-- name: stamp
+-- Fragment: the statement's one moment, for its audit times. clock_timestamp(),
+-- not now(): a statement may run late in a batched transaction, and a turn's
+-- times must say when it really started or finished; taken once, so a turn
+-- finished and the next one started by the same statement share one instant.
+stamp AS MATERIALIZED (SELECT clock_timestamp() AS at)
+
 -- name: start_turns
--- Fragment: start the turns of starting (id, epoch) and say so. A turn's first
--- claim time is the claim's now(), never before its enqueue.
+-- Fragment: start the turns of starting (id, epoch) at stamp.at.
 started AS (
     UPDATE turns t
     SET status           = 'running',
         attempts         = t.attempts + 1,
-        first_claimed_at = coalesce(t.first_claimed_at, greatest(now(), t.enqueued_at)),
-        started_at       = coalesce(t.started_at, now()),
+        first_claimed_at = coalesce(t.first_claimed_at, stamp.at),
+        started_at       = coalesce(t.started_at, stamp.at),
         worker_id        = %(owner)s
-    FROM starting
+    FROM starting, stamp
     WHERE t.id = starting.id
     RETURNING t.id, t.session_id, t.seq, t.input, t.attempts, t.timeout_seconds, starting.epoch
 )
@@ -67,7 +73,7 @@ started AS (
 -- name: turns_claim
 -- Claim up to %(limit)s sessions and start the next turn of each, in one
 -- statement: a freed slot is busy again after one round trip.
-WITH claim_gate AS (SELECT), /*include:claim_candidates*/,
+WITH /*include:stamp*/, claim_gate AS (SELECT), /*include:claim_candidates*/,
 starting AS (SELECT id, epoch FROM chosen_turn), /*include:start_turns*/,
 log_new AS (
     SELECT started.session_id, started.id AS turn_id, 'turn.started'::text AS kind,

@@ -27,7 +27,7 @@ SELECT id, seq, pg_notify(%(work_channel)s, '') IS NULL AS notified FROM added
 -- turn starts at once; otherwise it is released (ready or idle) and, when
 -- %(claim_next)s, one other claimable session is claimed and its next turn
 -- started. A finished slot is busy again after this one round trip.
-WITH finishing AS (
+WITH /*include:stamp*/, finishing AS (
     SELECT id, queued_turns > 1 AND NOT %(release)s AS keep
     FROM sessions
     WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
@@ -36,7 +36,7 @@ WITH finishing AS (
 ), finished AS (
     UPDATE turns
     SET status = %(status)s, output = %(output)s, error = %(error)s, reason = %(reason)s,
-        finished_at = now()
+        finished_at = (SELECT at FROM stamp)
     WHERE id = %(turn_id)s AND EXISTS (SELECT FROM finishing)
 ), next_same AS (
     SELECT t.id, %(epoch)s::bigint AS epoch

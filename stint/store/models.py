@@ -232,6 +232,7 @@ class TurnTiming(Row):
     """One finished turn's audit times (epoch seconds, database clock) and durations."""
 
     enqueued_at: float
+    started_at: float
     finished_at: float
     end_to_end: float
     queue_wait: float

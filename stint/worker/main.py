@@ -76,10 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
 async def _runtime_store(settings: Settings, config: StoreConfig) -> AsyncIterator[RuntimeStore]:
     """The worker's store over one small pool, opened in full at start so the first
     turns do not wait for connections; whatever the slot count, the worker holds
-    ``pool_size`` connections plus the listener's."""
+    ``pool_size`` connections plus the listener's. Batches of slot writes may use
+    all but one of them: the last stays free for lease renewals, which must never
+    queue behind slot writes (a renewal late by a lease fences the worker)."""
     size = settings.pool_size
     pool = await open_pool(config, ROLE_WORKER, min_size=size, max_size=size)
-    store = RuntimeStore(config, pool, concurrency=size)
+    store = RuntimeStore(config, pool, concurrency=max(1, size - 1))
     try:
         yield store
     finally:

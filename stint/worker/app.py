@@ -30,6 +30,7 @@ from stint.worker.backoff import Backoff
 from stint.worker.cancelling import cancel_and_wait
 from stint.worker.failpoints import failpoint
 from stint.worker.harness import Harness
+from stint.worker.health import HealthState
 from stint.worker.runner import Held, Limits, SessionRunner
 from stint.worker.telemetry import SPAN_CLAIM, span
 
@@ -61,6 +62,7 @@ class Worker:
         self._last_renewal = 0.0
         self._store: RuntimeStore | None = None
         self.failure: BaseException | None = None
+        self.health = HealthState(lease_seconds=settings.lease_seconds)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -69,6 +71,7 @@ class Worker:
         if self._stop.is_set():
             self._skip_drain.set()
         self._stop.set()
+        self.health.draining = True
 
     async def run(self) -> int:
         """Run until stopped; returns the process exit code."""
@@ -83,6 +86,7 @@ class Worker:
             slots=s.slots,
         )
         self._last_renewal = asyncio.get_running_loop().time()
+        self.health.renewed()
         log.info(
             "worker %s running: %d slots, lease %.1fs, pins %s",
             self.id,
@@ -227,8 +231,10 @@ class Worker:
                 )
             except StoreError as exc:
                 log.warning("lease renewal failed: %s", exc)
+                self.health.renewal_failed()
                 continue
             self._last_renewal = sent_at
+            self.health.renewed()
             log.debug("renewed %d of %d leases", len(kept), len(snapshot))
             for held in snapshot:
                 if self.held.get(held.claim.session_id) is not held:

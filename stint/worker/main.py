@@ -20,6 +20,7 @@ from stint.store.migrate import migrate
 from stint.worker.app import Worker, new_worker_id
 from stint.worker.failpoints import configure as configure_failpoints
 from stint.worker.harness import HarnessLoadError, load_harness
+from stint.worker.health import HealthServerError, serve_health
 from stint.worker.telemetry import setup_tracing
 
 __all__ = ["main"]
@@ -77,7 +78,8 @@ async def _serve(settings: Settings) -> int:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, worker.request_stop)
-    return await worker.run()
+    async with serve_health(settings.health_port, worker.health):
+        return await worker.run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("failpoints enabled: %s", settings.failpoints)
     try:
         return uvloop.run(_serve(settings))
-    except (StoreError, HarnessLoadError) as exc:
+    except (StoreError, HarnessLoadError, HealthServerError) as exc:
         log.error("worker cannot run: %s", exc)
         return 1
 

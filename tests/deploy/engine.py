@@ -65,8 +65,12 @@ def run_worker(
     entrypoint: str | None = None,
     detach: bool = True,
 ) -> subprocess.CompletedProcess[str]:
-    """``docker run`` the worker image on the host network with ``workspace`` mounted."""
+    """``docker run`` the worker image on the host network with ``workspace`` mounted,
+    confined as deploy/k8s runs it: read-only root filesystem (a tmpfs /tmp), no
+    capabilities, no privilege escalation."""
     command = ["run", "--name", name, "--label", TEST_LABEL, "--network", "host"]
+    command += ["--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL"]
+    command += ["--security-opt", "no-new-privileges"]
     command += ["--volume", f"{workspace}:/var/lib/stint/workspace"]
     for key, value in env.items():
         command += ["--env", f"{key}={value}"]

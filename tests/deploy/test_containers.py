@@ -26,6 +26,7 @@ import pytest
 import pytest_asyncio
 
 from stint.loadtest.container import CONTAINER_IMAGE, ContainerServer
+from stint.loadtest.environment import environment
 from stint.ops.checks import run_checks
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
@@ -291,9 +292,11 @@ def _measure(memory: dict[str, dict[str, int | None]]) -> dict[str, Any]:
 
 def _write_report(figures: dict[str, Any]) -> None:
     REPORT.parent.mkdir(parents=True, exist_ok=True)
+    engine_version = engine.docker("version", "--format", "{{.Server.Version}}").stdout.strip()
     document = {
         "schema": 1,
         "command": "STINT_REQUIRE_DOCKER=1 pytest tests/deploy/test_containers.py",
+        "environment": {**environment(), "docker_engine": engine_version},
         **figures,
     }
     REPORT.write_text(json.dumps(document, indent=2) + "\n")

@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     max_input_bytes: int = Field(
         262_144, ge=256, le=16_777_216, description="largest turn input accepted"
     )
+    health_port: int = Field(
+        0, ge=0, le=65535, description="port serving /livez and /readyz; 0 means off"
+    )
 
     # The agents harness (stint.agents:chat); read only when it is the harness.
     model_base_url: str = Field(

@@ -26,6 +26,7 @@ from stint.store.pool import Pool, open_pool
 from stint.store.runtime import RuntimeStore
 from stint.worker.failpoints import configure as configure_failpoints
 from stint.worker.harness import HarnessLoadError, load_harness
+from stint.worker.health import HealthServerError, serve_health
 from stint.worker.runner import Limits
 from stint.worker.supervisor import Identity, Supervisor, WorkerPlan, new_worker_id
 from stint.worker.telemetry import setup_tracing
@@ -129,7 +130,8 @@ async def _serve(settings: Settings) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, supervisor.request_stop)
-        return await supervisor.run()
+        async with serve_health(settings.health_port, supervisor.health):
+            return await supervisor.run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("failpoints enabled: %s", settings.failpoints)
     try:
         return uvloop.run(_serve(settings))
-    except (StoreError, HarnessLoadError) as exc:
+    except (StoreError, HarnessLoadError, HealthServerError) as exc:
         log.error("worker cannot run: %s", exc)
         return 1
 

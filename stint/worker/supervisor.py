@@ -24,6 +24,7 @@ from stint.store.vocabulary import WorkerState
 from stint.worker.cancelling import cancel_and_wait
 from stint.worker.claimer import Claimer
 from stint.worker.harness import Harness
+from stint.worker.health import HealthState
 from stint.worker.lease_keeper import LeaseKeeper
 from stint.worker.listener import Listener
 from stint.worker.ports import NotificationSource, WorkerStore
@@ -86,7 +87,7 @@ class Supervisor:
         self.slots = Slots(plan.slots, claim_wakeup=self._claim_wakeup)
         self._stop = asyncio.Event()
         self._skip_drain = asyncio.Event()
-        self.draining = False
+        self.health = HealthState(lease_seconds=plan.lease_seconds)
         self.lease_keeper: LeaseKeeper | None = None
 
     @property
@@ -98,6 +99,7 @@ class Supervisor:
         if self._stop.is_set():
             self._skip_drain.set()
         self._stop.set()
+        self.health.draining = True
 
     def _service_failed(self, name: str, exc: BaseException) -> None:
         self.failure = exc
@@ -114,6 +116,7 @@ class Supervisor:
             pins=plan.pins,
             slots=plan.slots,
         )
+        self.health.renewed()  # the database answered the registration
         log.info(
             "worker %s running: %d slots, lease %.1fs, pins %s",
             me.worker_id,
@@ -128,6 +131,7 @@ class Supervisor:
             pid=me.pid,
             lease_seconds=plan.lease_seconds,
             wakeup=self._renew_wakeup,
+            health=self.health,
             on_failure=self._service_failed,
         )
         self.lease_keeper = keeper
@@ -173,7 +177,6 @@ class Supervisor:
         return 1 if self.failure else 0
 
     async def _drain(self) -> None:
-        self.draining = True
         await self._set_state(WorkerState.DRAINING)
         tasks = [h.task for h in self.slots.running() if h.task is not None]
         if tasks and not self._skip_drain.is_set():

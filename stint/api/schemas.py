@@ -43,6 +43,10 @@ _LABEL = r"^[A-Za-z0-9._:/-]{1,200}$"
 
 
 class _Request(BaseModel):
+    """Strict: "5" is not a number and 1 is not a string. (FastAPI validates the
+    parsed JSON in Python mode, so enums and UUIDs, which JSON spells as
+    strings, opt out field by field.)"""
+
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
@@ -60,6 +64,7 @@ class TurnCreate(_Request):
     input: dict[str, JsonValue] = Field(description="the turn's input, handed to the harness")
     busy: BusyStrategy = Field(
         BusyStrategy.ENQUEUE,
+        strict=False,
         description="if a turn is in progress: queue behind it, reject this input (429), "
         "or interrupt the running turn and run this one next",
     )
@@ -71,7 +76,7 @@ class TurnCreate(_Request):
 class ControlCreate(_Request):
     """Optional details of a cancel or interrupt."""
 
-    turn_id: UUID | None = Field(None, description="only this turn (cancel)")
+    turn_id: UUID | None = Field(None, strict=False, description="only this turn")
     reason: str = Field("api", min_length=1, max_length=200, description="recorded with the turn")
 
 

@@ -21,7 +21,7 @@ from tests.polling import wait_until
 from tests.workers import fetch
 
 KEEPALIVE_SECONDS = 0.3
-QUEUE_LIMIT = 3
+QUEUE_LIMIT = 64
 
 
 def free_port() -> int:

@@ -13,13 +13,14 @@ from contextlib import asynccontextmanager
 from importlib.metadata import version as package_version
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from stint.api import events, health, sessions
 from stint.api.hub import EventHub
 from stint.api.limits import BodyLimits
 from stint.api.problems import Problem, install_problem_handlers
+from stint.api.query import documented_query
 from stint.api.services import Services
 from stint.config.settings import Settings
 from stint.store.client import ClientStore
@@ -92,9 +93,10 @@ def create_app(settings: Settings, config: StoreConfig) -> FastAPI:
         docs_url="/docs",
         redoc_url=None,
     )
+    strict = [Depends(documented_query)]
     app.include_router(health.router, tags=["health"])
-    app.include_router(sessions.router, tags=["sessions"])
-    app.include_router(events.router, tags=["events"])
+    app.include_router(sessions.router, tags=["sessions"], dependencies=strict)
+    app.include_router(events.router, tags=["events"], dependencies=strict)
     install_problem_handlers(app, retry_after=settings.api_retry_after_seconds)
     app.add_middleware(
         BodyLimits, max_bytes=settings.api_max_body_bytes, max_depth=settings.max_json_depth

@@ -69,7 +69,10 @@ class TurnCreate(_Request):
         "or interrupt the running turn and run this one next",
     )
     timeout_seconds: float | None = Field(
-        None, gt=0, le=86_400, description="interrupt this turn after this many seconds"
+        None,
+        ge=0.1,
+        le=86_400,
+        description="interrupt this turn after this many seconds (as STINT_TURN_TIMEOUT's range)",
     )
 
 

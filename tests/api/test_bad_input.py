@@ -132,6 +132,8 @@ async def test_bad_parameters_are_refused(http: httpx.AsyncClient, keys: Keys) -
         ("/v1/sessions?cursor=bm90IGEgY3Vyc29y", {}, 400, "cursor"),
         ("/v1/sessions?limit=0", {}, 422, "limit"),
         ("/v1/sessions?status=sleeping", {}, 422, "status"),
+        (f"/v1/sessions/{session_id}/events?aftr=5", {}, 422, "unknown query parameter 'aftr'"),
+        ("/v1/sessions?pin=a%00b", {}, 422, "NUL"),
     ]
     for url, headers, status, says in cases:
         refused = await http.get(url, headers={**auth, **headers})

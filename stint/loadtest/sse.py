@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 
-__all__ = ["SseError", "SseMessage", "SseStream"]
+__all__ = ["SseError", "SseMessage", "SseStream", "http_status"]
 
 _LIMIT = 2**20
 
@@ -173,3 +173,25 @@ def _parse(block: str) -> SseMessage | None:
             continue  # retry and unknown fields carry no event
         meaningful = True
     return message if meaningful else None
+
+
+async def http_status(host: str, port: int, path: str) -> int | None:
+    """The status of a plain GET (a health probe), or None when nothing answers."""
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+    except OSError:
+        return None
+    try:
+        request = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
+        writer.write(request.encode("latin-1"))
+        await writer.drain()
+        status_line = await reader.readline()
+        parts = status_line.split(b" ", 2)
+        return int(parts[1]) if len(parts) >= 2 and parts[1].isdigit() else None
+    except (OSError, asyncio.IncompleteReadError):
+        return None
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await writer.wait_closed()
+

@@ -194,4 +194,3 @@ async def http_status(host: str, port: int, path: str) -> int | None:
         writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await writer.wait_closed()
-

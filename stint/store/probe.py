@@ -157,9 +157,7 @@ class ProbeStore:
     async def connections_by_application(self, *, prefix: str) -> dict[str, int]:
         """Connections open now per application_name starting with ``prefix``."""
         async with guarded("connections", self._config), self._pool.connection() as conn:
-            rows = await fetch_all(
-                conn, _Connections, "connections_by_application", prefix=prefix
-            )
+            rows = await fetch_all(conn, _Connections, "connections_by_application", prefix=prefix)
         return {r.name: r.count for r in rows}
 
     async def turns_finished_after(self, moment: float) -> int:

@@ -11,11 +11,11 @@ order, and the cursor moves only past what was yielded.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from uuid import UUID
 
 from stint.api.hub import EventHub
+from stint.api.schemas import EventOut
 from stint.store.client import ClientStore
 from stint.store.models import Event
 from stint.store.vocabulary import EventKind
@@ -66,6 +66,8 @@ async def follow(
 
 
 def sse_event(event: Event) -> bytes:
-    """One Server-Sent Event: ``id`` is the seq, so ``Last-Event-ID`` resumes exactly."""
-    data = json.dumps(event.as_json(), separators=(",", ":"))
+    """One Server-Sent Event: ``id`` is the seq, so ``Last-Event-ID`` resumes exactly.
+    The data is the event exactly as the JSON page form shows it (one line: JSON
+    escapes newlines inside strings)."""
+    data = EventOut.of(event).model_dump_json()
     return f"id: {event.seq}\nevent: {event.kind}\ndata: {data}\n\n".encode()

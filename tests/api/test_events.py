@@ -15,7 +15,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stint.loadtest.sse import SseMessage, SseStream
+from stint.loadtest.sse import SseError, SseMessage, SseStream
 from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
 from tests.api.conftest import ApiServer, Keys, bearer, start_api
@@ -338,3 +338,27 @@ async def test_readiness_needs_current_migrations(db: ScratchTarget, tmp_path: P
 async def test_readiness_says_ready(http: httpx.AsyncClient) -> None:
     ready = await http.get("/readyz")
     assert ready.status_code == 200 and ready.json()["ready"] is True
+
+
+async def test_followers_beyond_the_cap_are_told_to_retry(
+    db: ScratchTarget, tmp_path: Path, keys: Keys
+) -> None:
+    capped = await start_api(db, tmp_path / "api.log", STINT_API_MAX_FOLLOWERS="2")
+    try:
+        async with httpx.AsyncClient(base_url=capped.base_url) as client:
+            session_id = await _session(client, keys)
+        streams = [await _open(capped, keys.a, session_id) for _ in range(2)]
+        try:
+            for stream in streams:  # both are being served before the third asks
+                assert await asyncio.wait_for(stream.next(), timeout=30) is not None
+            try:
+                await _open(capped, keys.a, session_id)
+            except SseError as refused:
+                assert refused.status == 503 and "follows as many" in refused.body
+            else:
+                raise AssertionError("a third follower was served")
+        finally:
+            for stream in streams:
+                await stream.close()
+    finally:
+        assert capped.stop() == 0

@@ -80,3 +80,4 @@ async def test_the_api_conforms_to_its_spec_under_fuzzing(api: ApiServer, keys: 
     assert {200, 201, 404, 422} <= set(statuses), statuses
     assert not [s for s in statuses if s >= 500], statuses
     assert "Traceback" not in api.log_text(), api.log_text()[-3000:]
+    assert keys.a not in api.log_text()

@@ -19,7 +19,7 @@ from _pytest.config.argparsing import Parser
 from _pytest.nodes import Item
 from _pytest.terminal import TerminalReporter
 
-from stint.loadtest.model import CaseSpec
+from stint.loadtest.model import HARNESSES, CaseSpec
 from stint.loadtest.session import LoadSession
 
 NOT_RUN = "load matrix: not run (pass --run-load)"
@@ -35,6 +35,8 @@ DEFAULT_MATRIX = [
     (2, 4, 24, 250),
     (2, 2, 16, 1000),
 ]
+# The agents harness against the fake provider: (workers, slots, sessions).
+DEFAULT_AGENT_MATRIX = [(1, 4, 24), (2, 4, 24)]
 
 
 def pytest_addoption(parser: Parser) -> None:
@@ -62,6 +64,26 @@ def pytest_addoption(parser: Parser) -> None:
         help="scripted tool wait (250; 1000 for the last default cell)",
     )
     group.addoption(
+        "--harness",
+        choices=("all", *HARNESSES),
+        default="all",
+        help="which harness's cases to run: the scripted fixture, stint.agents:chat against "
+        "the fake provider (ids start with agents-; -k agents also selects them), or all",
+    )
+    group.addoption(
+        "--model-latency-ms",
+        type=int,
+        default=250,
+        metavar="N",
+        help="agents cases: the fake provider's wait before each first token (250)",
+    )
+    group.addoption(
+        "--keep-cases",
+        action="store_true",
+        help="build matrix.json/md from this run's cases plus those already in "
+        "REPORT_DIR/cases that it did not rerun (e.g. add the agents cases to a matrix)",
+    )
+    group.addoption(
         "--report-dir",
         default="report/load",
         metavar="DIR",
@@ -82,7 +104,23 @@ def matrix_cases(config: Config) -> list[CaseSpec]:
     else:
         cells = [(w, s, sessions or n, wait or ms) for w, s, n, ms in DEFAULT_MATRIX]
     reps = int(config.getoption("--reps"))
-    return [CaseSpec(w, s, n, ms, rep) for w, s, n, ms in cells for rep in range(1, reps + 1)]
+    harness = str(config.getoption("--harness"))
+    cases: list[CaseSpec] = []
+    if harness in ("all", "scripted"):
+        cases += [CaseSpec(w, s, n, ms, rep) for w, s, n, ms in cells for rep in range(1, reps + 1)]
+    if harness in ("all", "agents"):
+        latency = int(config.getoption("--model-latency-ms"))
+        agent_cells = (
+            [(w, s, n) for w, s, n, _ in cells]
+            if matrix
+            else [(w, s, sessions or n) for w, s, n in DEFAULT_AGENT_MATRIX]
+        )
+        cases += [
+            CaseSpec(w, s, n, 0, rep, harness="agents", model_latency_ms=latency)
+            for w, s, n in agent_cells
+            for rep in range(1, reps + 1)
+        ]
+    return cases
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -125,6 +163,7 @@ def load_session(request: pytest.FixtureRequest) -> Iterator[LoadSession]:
         Path(str(config.getoption("--report-dir"))).resolve(),
         command=command,
         planned=len(matrix_cases(config)),
+        keep_cases=bool(config.getoption("--keep-cases")),
     )
     try:
         yield session

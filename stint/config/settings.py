@@ -20,6 +20,7 @@ from stint.store.errors import ConfigError
 __all__ = ["Settings", "SettingsError", "env_name", "load_settings"]
 
 _DEFAULT_HARNESS = "stint.worker.scripted:harness"
+_SECRET_FIELDS = frozenset({"database_url", "model_api_key"})
 
 
 class SettingsError(Exception):
@@ -115,6 +116,40 @@ class Settings(BaseSettings):
         5, ge=0, le=3600, description="SIGTERM grace for open requests and streams"
     )
 
+    # The agents harness (stint.agents:chat); read only when it is the harness.
+    model_base_url: str = Field(
+        "https://api.openai.com/v1", description="OpenAI-compatible API base URL"
+    )
+    model: str = Field("", description="model name sent to the provider")
+    model_api_key: SecretStr = Field(SecretStr(""), description="provider API key")
+    model_api_key_file: Path | None = Field(None, description="file holding the API key")
+    model_timeout: float = Field(
+        120.0, ge=1, le=3600, description="seconds to connect, or between streamed bytes"
+    )
+    model_max_attempts: int = Field(
+        6, ge=1, le=100, description="provider attempts per model call (429, 5xx, resets)"
+    )
+    model_retry_max_wait: float = Field(
+        60.0, ge=0, le=3600, description="longest wait before one provider retry, seconds"
+    )
+    agent_tools: str = Field(
+        "stint.agents.demo_tools:TOOLS", description="tool registry, as module:object"
+    )
+    agent_system_prompt: str = Field(
+        "You are a helpful assistant. Use the tools when they help.",
+        description="system message sent first on every model call",
+    )
+    agent_max_iterations: int = Field(8, ge=1, le=1000, description="model calls one turn may make")
+    agent_history_messages: int = Field(
+        200, ge=0, le=100_000, description="earlier messages loaded per turn; older are cut"
+    )
+    stream_flush_ms: int = Field(
+        50, ge=1, le=10_000, description="longest a token delta waits before it is written"
+    )
+    stream_flush_deltas: int = Field(
+        50, ge=1, le=10_000, description="token deltas written at most per event"
+    )
+
     @field_validator("db_schema")
     @classmethod
     def _plain_schema(cls, value: str) -> str:
@@ -180,7 +215,7 @@ def describe_error(exc: ValidationError) -> str:
             field_name = "db_schema" if field_name == "STINT_SCHEMA" else field_name
         given = err.get("input")
         shown = given if isinstance(given, str | int | float) else type(given).__name__
-        if field_name == "database_url":
+        if field_name in _SECRET_FIELDS:
             shown = "<hidden>"
         lines.append(
             f"{env_name(field_name)}={shown!s}: {err['msg']} ({_allowed(field_name)})"

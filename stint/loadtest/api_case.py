@@ -269,7 +269,7 @@ async def _measure(
             for i in range(spec.workers)
         ]
         for i in range(spec.bursts):
-            await burst(client, sessions, spec.burst_spec, f"burst{i}")
+            await burst(client, sessions, {"min_wait_ms": spec.tool_wait_ms}, f"burst{i}")
             await until_finished(
                 probe,
                 target=(i + 1) * spec.sessions,

@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = [
+    "AGENT_MODEL_CALLS_PER_TURN",
+    "HARNESSES",
     "SCHEMA_VERSION",
     "Backend",
     "CaseReport",
@@ -21,20 +23,43 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 
+HARNESSES = ("scripted", "agents")
+AGENT_MODEL_CALLS_PER_TURN = 2
+"""An agents load turn: a model call asking for the journal tool, the tool, the reply."""
+
 
 @dataclass(frozen=True)
 class CaseSpec:
-    """One cell of the matrix, one repetition."""
+    """One cell of the matrix, one repetition.
+
+    ``harness``: ``scripted`` (each turn journals one effect and waits
+    ``tool_wait_ms``) or ``agents`` (``stint.agents:chat`` against the fake
+    provider; each turn is two model calls of ``model_latency_ms`` to the first
+    token around one journal tool call).
+    """
 
     workers: int
     slots: int
     sessions: int
     tool_wait_ms: int
     rep: int = 1
+    harness: str = "scripted"
+    model_latency_ms: int = 0
 
     @property
     def label(self) -> str:
+        if self.harness == "agents":
+            return (
+                f"agents-{self.workers}x{self.slots}-{self.sessions}s-"
+                f"{self.model_latency_ms}ms-r{self.rep}"
+            )
         return f"{self.workers}x{self.slots}-{self.sessions}s-{self.tool_wait_ms}ms-r{self.rep}"
+
+    @property
+    def turn_ms(self) -> int:
+        """The least time one turn can take: its waits, model calls included."""
+        calls = AGENT_MODEL_CALLS_PER_TURN if self.harness == "agents" else 0
+        return self.tool_wait_ms + calls * self.model_latency_ms
 
     @property
     def total_slots(self) -> int:
@@ -42,9 +67,9 @@ class CaseSpec:
 
     @property
     def physical_limit(self) -> float:
-        """Turns/s if every slot ran back to back: sessions / (waves * wait)."""
+        """Turns/s if every slot ran back to back: sessions / (waves * turn time)."""
         waves = math.ceil(self.sessions / self.total_slots)
-        return self.sessions / (waves * self.tool_wait_ms / 1000)
+        return self.sessions / (waves * self.turn_ms / 1000)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,9 @@ from stint.ops.sizing import measured_profile
 __all__ = ["build_matrix", "render_charts", "render_markdown", "write_case", "write_matrix"]
 
 Span = list[float] | None
-_GROUP = ("workers", "slots", "sessions", "tool_wait_ms")
+_GROUP = ("harness", "workers", "slots", "sessions", "tool_wait_ms", "model_latency_ms")
+# Cases written before the agents harness had no harness or model latency fields.
+_GROUP_DEFAULTS: dict[str, Any] = {"harness": "scripted", "model_latency_ms": 0}
 _PHASE_FIGURES = ("turns_per_s", "fraction_of_limit", "e2e_p95_s")
 _CHARTS = ("throughput.png", "p95.png", "rss.png")
 _NOT_MEASURED = "not measured"
@@ -70,10 +72,14 @@ def _phase(cases: list[dict[str, Any]], name: str) -> dict[str, Span]:
     return {key: _span(p[key] if p else None for p in phases) for key in _PHASE_FIGURES}
 
 
+def _group_value(case: dict[str, Any], key: str) -> Any:
+    return case["case"].get(key, _GROUP_DEFAULTS.get(key))
+
+
 def _summary_row(cases: list[dict[str, Any]]) -> dict[str, Any]:
     spec = cases[0]["case"]
     return {
-        **{key: spec[key] for key in _GROUP},
+        **{key: _group_value(cases[0], key) for key in _GROUP},
         "reps": len(cases),
         "total_slots": spec["workers"] * spec["slots"],
         "physical_limit_turns_per_s": cases[0]["physical_limit_turns_per_s"],
@@ -98,13 +104,14 @@ def _summary_row(cases: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _summary(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    groups: dict[tuple[int, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for case in cases:
-        groups.setdefault(tuple(case["case"][key] for key in _GROUP), []).append(case)
+        groups.setdefault(tuple(_group_value(case, key) for key in _GROUP), []).append(case)
 
-    def order(key: tuple[int, ...]) -> tuple[int, ...]:
-        workers, slots, sessions, wait = key
-        return (wait, sessions, workers * slots, workers)
+    def order(key: tuple[Any, ...]) -> tuple[Any, ...]:
+        harness, workers, slots, sessions, wait, latency = key
+        scripted = harness == "scripted"
+        return (not scripted, wait if scripted else latency, sessions, workers * slots, workers)
 
     return [_summary_row(groups[key]) for key in sorted(groups, key=order)]
 
@@ -119,6 +126,7 @@ def build_matrix(
 ) -> dict[str, Any]:
     """``matrix.json``: the cases, one summary row per configuration, the sizing profile."""
     summary = _summary(cases)
+    scripted = [row for row in summary if row["harness"] == "scripted"]
     return {
         "schema_version": SCHEMA_VERSION,
         "generated_at": generated_at,
@@ -127,7 +135,8 @@ def build_matrix(
         "backend": backend,
         "cases": cases,
         "summary": summary,
-        "sizing": measured_profile(summary),
+        # Sized from the scripted fixture, the workload the sizing rule was written for.
+        "sizing": measured_profile(scripted or summary),
     }
 
 
@@ -208,6 +217,60 @@ def _detail_table(summary: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _work(row: dict[str, Any]) -> str:
+    if row["harness"] == "agents":
+        return f"2{_X}{row['model_latency_ms']}ms model + journal tool"
+    return f"{row['tool_wait_ms']}ms tool wait"
+
+
+def _agents_section(summary: list[dict[str, Any]]) -> list[str]:
+    """The agents harness's rows, each beside the scripted row of the same shape."""
+    agents = [row for row in summary if row["harness"] == "agents"]
+    if not agents:
+        return []
+    lines = [
+        "### The agents harness beside the scripted fixture",
+        "",
+        "`stint.agents:chat` against the fake OpenAI-compatible provider "
+        "(`stint.agents.fake_provider`, in the load-test process): each turn is a model call "
+        "that asks for the native journal tool, the tool, and a model call for the reply, "
+        "each model call waiting the given latency before its first token and streaming its "
+        "deltas into `message.delta` events; conversation memory is loaded and written per "
+        "turn. Physical limit = sessions / (waves "
+        f"{_X} the turn's waits).",
+        "",
+        f"| Harness | Workers {_X} slots each | Sessions | Waits per turn | Reps passed "
+        "| Completed turns/s (warm) | Completed turns/s (cold) | Fraction of limit (warm) "
+        "| End-to-end p95 (warm) | Peak RSS per worker | Worker CPU-s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in agents:
+        twins = [
+            r
+            for r in summary
+            if r["harness"] == "scripted"
+            and (r["workers"], r["slots"], r["sessions"])
+            == (row["workers"], row["slots"], row["sessions"])
+            and r["tool_wait_ms"] == row["model_latency_ms"]
+        ]
+        for shown in (*twins, row):
+            cells = [
+                shown["harness"],
+                _config(shown),
+                str(shown["sessions"]),
+                _work(shown),
+                f"{shown['passed_reps']}/{shown['reps']}",
+                _fmt(shown["warm"]["turns_per_s"], 2),
+                _fmt(shown["cold"]["turns_per_s"], 2),
+                _fmt(shown["warm"]["fraction_of_limit"], 2),
+                _fmt(shown["warm"]["e2e_p95_s"], 2, "s"),
+                _one(shown["peak_rss_mib_per_worker_max"], 0, "MiB"),
+                _fmt(shown["worker_cpu_seconds"], 2),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def _checks_line(cases: list[dict[str, Any]]) -> str:
     tally: dict[str, list[int]] = {}
     for case in cases:
@@ -258,6 +321,7 @@ def _environment_value(value: Any) -> str:
 def render_markdown(matrix: dict[str, Any]) -> str:
     """``matrix.md``: how it ran, the seed-style table, checks, sizing, charts and caveats."""
     summary, cases, backend = matrix["summary"], matrix["cases"], matrix["backend"]
+    scripted = [row for row in summary if row["harness"] == "scripted"]
     lines = [
         f"# Stint load test: workers {_X} slots",
         "",
@@ -280,10 +344,11 @@ def render_markdown(matrix: dict[str, Any]) -> str:
         f"Ranges are the observed minimum{_DASH}maximum over repetitions, "
         "not confidence intervals.",
         "",
-        *_results_table(summary),
+        *_results_table(scripted),
         "",
-        *_detail_table(summary),
+        *_detail_table(scripted),
         "",
+        *_agents_section(summary),
         _checks_line(cases),
         "",
         *_sizing_section(matrix["sizing"]),
@@ -323,12 +388,18 @@ def render_markdown(matrix: dict[str, Any]) -> str:
 
 
 def _labels(summary: list[dict[str, Any]]) -> list[str]:
-    return [
-        f"{r['workers']} {_X} {r['slots']} = {r['total_slots']} slot"
-        f"{'' if r['total_slots'] == 1 else 's'}\n"
-        f"{r['sessions']} sessions, {r['tool_wait_ms']} ms"
-        for r in summary
-    ]
+    labels = []
+    for r in summary:
+        label = (
+            f"{r['workers']} {_X} {r['slots']} = {r['total_slots']} slot"
+            f"{'' if r['total_slots'] == 1 else 's'}\n"
+        )
+        if r["harness"] == "agents":
+            label += f"{r['sessions']} sessions\nagents: 2{_X}{r['model_latency_ms']} ms model"
+        else:
+            label += f"{r['sessions']} sessions, {r['tool_wait_ms']} ms"
+        labels.append(label)
+    return labels
 
 
 def _new_axes(summary: list[dict[str, Any]], title: str, ylabel: str) -> tuple[Figure, Axes]:

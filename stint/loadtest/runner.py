@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import psutil
@@ -27,6 +28,7 @@ from stint.loadtest.environment import environment
 from stint.loadtest.figures import max_concurrent_turns, phase_figures
 from stint.loadtest.model import CaseReport, CaseSpec
 from stint.loadtest.sampler import Sampler
+from stint.loadtest.workload import Workload, workload
 from stint.ops.checks import Check, run_checks
 from stint.ops.processes import spawn_worker, stop_workers
 from stint.store.client import ClientStore
@@ -58,8 +60,9 @@ def _children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def burst(client: ClientStore, sessions: list[UUID], spec: CaseSpec, phase: str) -> None:
-    turn_input = {"min_wait_ms": spec.tool_wait_ms}
+async def burst(
+    client: ClientStore, sessions: list[UUID], turn_input: dict[str, Any], phase: str
+) -> None:
     await asyncio.gather(
         *(
             client.turns_enqueue(
@@ -167,13 +170,15 @@ async def run_case(
         spec=spec,
         backend=database.backend,
         environment=environment(),
-        configuration={**WORKER_SETTINGS, "harness": "stint.worker.scripted:harness"},
+        configuration=dict(WORKER_SETTINGS),
     )
     cgroup = backends.worker_cgroup(spec.label)
     failed = True
     try:
         procs_files = cgroup.procs_files if cgroup is not None else []
-        await _measure(spec, database, report, workspace, case_dir, procs_files, progress)
+        with workload(spec) as work:
+            report.configuration.update(work.configuration)
+            await _measure(spec, database, report, workspace, case_dir, procs_files, progress, work)
         failed = not report.passed
     except Exception as exc:  # a failed case is reported, with its diagnostics kept
         report.checks.append(
@@ -206,6 +211,7 @@ async def _measure(
     case_dir: Path,
     cgroup_procs: list[Path],
     progress: Progress,
+    work: Workload,
 ) -> None:
     config = database.target.config
     # Opened before the burst, so admission does not wait for new connections.
@@ -221,6 +227,7 @@ async def _measure(
             "STINT_DATABASE_URL": config.conninfo,
             "STINT_SCHEMA": config.schema,
             "STINT_WORKSPACE": str(workspace),
+            **work.env,
         }
         sampler.start()
         cpu_before = _children_cpu_seconds()
@@ -234,7 +241,7 @@ async def _measure(
             for i in range(spec.workers)
         ]
         sampler.track(procs)
-        await burst(client, sessions, spec, "cold")
+        await burst(client, sessions, work.turn_input, "cold")
         await until_finished(
             probe,
             target=spec.sessions,
@@ -245,7 +252,7 @@ async def _measure(
             procs=procs,
         )
         await _until_registered(probe, spec.workers, burst_deadline(spec))
-        await burst(client, sessions, spec, "warm")
+        await burst(client, sessions, work.turn_input, "warm")
         await until_finished(
             probe,
             target=2 * spec.sessions,
@@ -266,7 +273,8 @@ async def _measure(
         report.warm = phase_figures(spec, timings[spec.sessions :])
         invariants = await run_checks(pool, journals=workspace / "journals", faults={})
         load = _load_checks(spec, report, max_concurrent_turns(timings), [p.pid for p in procs])
-        report.checks = [asdict(c) for c in [*invariants.checks, *load]]
+        extra = work.checks(spec, len(timings))
+        report.checks = [asdict(c) for c in [*invariants.checks, *load, *extra]]
     finally:
         await sampler.stop()
         for proc in procs:

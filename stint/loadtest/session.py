@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import uvloop
 from rich.console import Console
@@ -22,9 +24,12 @@ __all__ = ["LoadSession"]
 class LoadSession:
     """Shared by every case of one pytest run (a session-scoped fixture)."""
 
-    def __init__(self, report_dir: Path, *, command: str, planned: int) -> None:
+    def __init__(
+        self, report_dir: Path, *, command: str, planned: int, keep_cases: bool = False
+    ) -> None:
         self.report_dir = report_dir
         self.command = command
+        self.keep_cases = keep_cases
         self.reports: list[CaseReport] = []
         self._backends = LoadBackends(settings=None)
         # The real terminal: pytest captures sys.stderr inside tests.
@@ -63,10 +68,16 @@ class LoadSession:
         if not self.reports:
             return None
         backend = self.reports[0].backend
+        cases = [r.as_json() for r in self.reports]
+        command = self.command
+        if self.keep_cases:
+            kept, earlier = self._earlier_cases({c["case"]["label"] for c in cases})
+            cases = kept + cases
+            command = f"{earlier}\n{command}" if earlier and kept else command
         matrix = write_matrix(
             self.report_dir,
-            [r.as_json() for r in self.reports],
-            command=self.command,
+            cases,
+            command=command,
             environment=environment(),
             backend=asdict(backend),
         )
@@ -75,3 +86,15 @@ class LoadSession:
             f"load matrix: {len(self.reports)} cases, {passed} passed all checks; "
             f"report {matrix.with_name('matrix.md')}"
         )
+
+    def _earlier_cases(self, rerun: set[str]) -> tuple[list[dict[str, Any]], str | None]:
+        """Cases of earlier runs in the report folder that this run did not rerun, and
+        the command that made the earlier matrix (both go into the new matrix)."""
+        kept = []
+        for path in sorted((self.report_dir / "cases").glob("*.json")):
+            case = json.loads(path.read_text())
+            if case["case"]["label"] not in rerun:
+                kept.append(case)
+        previous = self.report_dir / "matrix.json"
+        earlier = json.loads(previous.read_text()).get("command") if previous.exists() else None
+        return kept, earlier

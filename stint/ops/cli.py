@@ -1,5 +1,5 @@
-"""``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, status,
-check, size, demo, embedded, keys, api)."""
+"""``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
+status, check, size, demo, embedded, keys, api)."""
 
 from __future__ import annotations
 
@@ -168,6 +168,33 @@ async def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
     return await _with_controls(settings, record)
 
 
+async def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
+    from stint.ops.show import session_json, sum_usage, turn_json
+    from stint.store.usage import UsageStore
+
+    session_id = _parse_session(args.session)
+    turn_id = _parse_session(args.turn) if args.turn else None
+    config = resolve_store_config(settings)
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        usage = UsageStore(config, pool)
+        found = await usage.session_usage(session_id=session_id)
+        if found is None:
+            raise UsageError(f"no session {session_id}")
+        totals = sum_usage(found.turns)
+        if turn_id is None:
+            print(json.dumps(session_json(found, totals=totals), indent=2, default=str))
+            return 0
+        turn = next((t for t in found.turns if t.turn_id == turn_id), None)
+        if turn is None:
+            raise UsageError(f"session {session_id} has no turn {turn_id}")
+        shown = {"session_id": str(session_id), **turn_json(turn), "session_usage": totals}
+        print(json.dumps(shown, indent=2, default=str))
+        return 0
+    finally:
+        await pool.close()
+
+
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     config = resolve_store_config(settings)
 
@@ -179,6 +206,11 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
+    if args.agent:
+        from stint.ops.demo_agent import run_agent_demo
+
+        agent_code: int = await run_agent_demo(settings)
+        return agent_code
     from stint.ops.demo import run_demo
 
     code: int = await run_demo(
@@ -362,6 +394,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--follow", action="store_true", help="keep streaming until interrupted")
     p.set_defaults(run=cmd_tail)
 
+    p = sub.add_parser(
+        "show", help="a session's turns (status, output, error) and model usage, as JSON"
+    )
+    p.add_argument("session", metavar="SESSION", help="the session's id")
+    p.add_argument("--turn", metavar="ID", help="only this turn (with the session's totals)")
+    p.set_defaults(run=cmd_show)
+
     p = sub.add_parser("status", help="workers, sessions by status, queued turns")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(run=cmd_status)
@@ -370,6 +409,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=2, metavar="W", help="worker processes (2)")
     p.add_argument("--slots", type=int, default=4, metavar="S", help="slots per worker (4)")
     p.add_argument("--sessions", type=int, default=24, metavar="N", help="sessions (24)")
+    p.add_argument(
+        "--agent",
+        action="store_true",
+        help="instead: a streamed tool-calling conversation with stint.agents:chat against a "
+        "fake OpenAI-compatible provider started by the demo (no API key needed)",
+    )
     p.set_defaults(run=cmd_demo)
 
     p = sub.add_parser(

@@ -18,6 +18,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
+from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost
 from stint.store.models import (
     BegunTurn,
@@ -61,6 +62,8 @@ class RuntimeStore:
         self._slots = slots
         self._claim = claim
         self._lease = lease
+        self.conversation = ConversationStore(config, slots)
+        """Conversation memory, on the slots' pool (a turn's reads and fenced writes)."""
 
     async def workers_register(
         self, *, worker_id: str, host: str, pid: int, version: str, pins: Sequence[str], slots: int

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
+from stint.store.conversation import MessageWindow
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, StepRecord
 from stint.store.vocabulary import EventKind, StepKind, StepStatus
@@ -30,7 +31,14 @@ __all__ = [
     "request_digest",
 ]
 
-HARNESS_EVENT_KINDS = frozenset({EventKind.MESSAGE})
+HARNESS_EVENT_KINDS = frozenset(
+    {
+        EventKind.MESSAGE,
+        EventKind.MESSAGE_DELTA,
+        EventKind.MODEL_RETRIED,
+        EventKind.HISTORY_TRUNCATED,
+    }
+)
 
 # The events a step appends when it is recorded started, and when it returns.
 _STEP_EVENTS = {
@@ -104,6 +112,24 @@ class TurnContext:
         self._guard()
         return await self._store.events_append(
             self._claim, turn_id=self.turn_id, events=[(EventKind(kind), payload)]
+        )
+
+    async def history(self, *, limit: int) -> MessageWindow:
+        """The session's conversation before this turn: its newest ``limit`` messages,
+        oldest first, and how many there are in all (the caller records any cut)."""
+        return await self._store.conversation.messages_recent(
+            session_id=self.session_id, turn_id=self.turn_id, limit=limit
+        )
+
+    async def remember(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """Add this turn's messages to the session's conversation, under the lease.
+
+        Idempotent per turn: a replay that writes them again adds nothing.
+        Returns how many messages were new.
+        """
+        self._guard()
+        return await self._store.conversation.messages_append(
+            self._claim, turn_id=self.turn_id, messages=messages
         )
 
     async def call_tool(self, key: str, tool: Tool, args: Mapping[str, Any]) -> Any:

@@ -13,7 +13,7 @@ import os
 import signal
 import time
 
-__all__ = ["FAILPOINTS", "FailpointError", "configure", "failpoint"]
+__all__ = ["FAILPOINTS", "HARNESS_FAILPOINTS", "FailpointError", "configure", "failpoint"]
 
 FAILPOINTS = (
     "after_claim",  # the claim committed; no slot has started
@@ -21,6 +21,10 @@ FAILPOINTS = (
     "after_effect",  # the effect is fsync'd; the step is not committed
     "after_step_commit",  # the step and its events are committed
     "after_turn_finish",  # the turn's terminal state is committed; the slot is not free
+)
+# Failpoints inside a harness: reached only when that harness runs.
+HARNESS_FAILPOINTS = (
+    "after_tool_step",  # agents harness: a tool step returned; the next model call has not begun
 )
 
 _active: dict[str, str] = {}
@@ -35,8 +39,9 @@ def configure(spec: str) -> None:
     _active.clear()
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, action = item.partition(":")
-        if name not in FAILPOINTS:
-            raise ValueError(f"unknown failpoint {name!r}; known: {', '.join(FAILPOINTS)}")
+        known = (*FAILPOINTS, *HARNESS_FAILPOINTS)
+        if name not in known:
+            raise ValueError(f"unknown failpoint {name!r}; known: {', '.join(known)}")
         kind, _, arg = action.partition(":")
         if kind not in ("kill", "pause", "raise") or (kind == "pause") != bool(arg):
             raise ValueError(f"failpoint action must be kill, pause:SECONDS or raise: {item!r}")

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from stint.worker.context import TurnContext
+
+if TYPE_CHECKING:
+    from stint.config.settings import Settings
 
 __all__ = ["Harness", "HarnessLoadError", "load_harness"]
 
@@ -22,8 +26,10 @@ class HarnessLoadError(Exception):
     """The --harness import string does not name a usable harness."""
 
 
-def load_harness(spec: str, *, workspace: Path) -> Harness:
-    """Import ``module:object``; a class or factory is called with ``workspace=``."""
+def load_harness(spec: str, *, workspace: Path, settings: Settings | None = None) -> Harness:
+    """Import ``module:object``; a class or factory is called with ``workspace=``,
+    and with ``settings=`` too when it takes that keyword (the agents harness reads
+    its model and tool settings from there; the scripted harness needs none)."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise HarnessLoadError(f"--harness must look like module:object, got {spec!r}")
@@ -34,7 +40,19 @@ def load_harness(spec: str, *, workspace: Path) -> Harness:
     target = getattr(module, attr, None)
     if target is None:
         raise HarnessLoadError(f"module {module_name!r} has no {attr!r}")
-    harness = target if isinstance(target, Harness) else target(workspace=workspace)
+    if isinstance(target, Harness):
+        harness = target
+    elif settings is not None and _takes_settings(target):
+        harness = target(workspace=workspace, settings=settings)
+    else:
+        harness = target(workspace=workspace)
     if not isinstance(harness, Harness):
         raise HarnessLoadError(f"{spec!r} has no async run_turn(ctx)")
     return harness
+
+
+def _takes_settings(factory: Any) -> bool:
+    try:
+        return "settings" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False

@@ -115,7 +115,7 @@ async def _serve(settings: Settings) -> int:
             log.info("applied migration %s", migration.label)
     workspace = workspace_dir(settings)
     workspace.mkdir(parents=True, exist_ok=True)
-    harness = load_harness(settings.harness, workspace=workspace)
+    harness = load_harness(settings.harness, workspace=workspace, settings=settings)
     identity = Identity(settings.worker_id or new_worker_id(), package_version("stint"))
     channels = [config.work_channel, config.control_channel]
     async with _runtime_store(settings, config) as store:

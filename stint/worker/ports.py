@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 from uuid import UUID
 
+from stint.store.conversation import ConversationStore
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart
 from stint.store.runtime import EventSpec
 from stint.store.vocabulary import StepKind, StepStatus, TurnStatus, WorkerState
@@ -24,6 +25,11 @@ __all__ = ["NotificationSource", "Notifications", "WorkerStore"]
 class WorkerStore(Protocol):
     """Every statement a worker runs. Fenced writes raise ``LeaseLost`` and write
     nothing when the claim's owner and epoch no longer match the session row."""
+
+    @property
+    def conversation(self) -> ConversationStore:
+        """Conversation memory, for harnesses that keep one (the agents harness)."""
+        ...
 
     async def workers_register(
         self, *, worker_id: str, host: str, pid: int, version: str, pins: Sequence[str], slots: int

@@ -31,6 +31,7 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
     assert actual == json.loads(EXPECTED.read_text())
     assert actual["unlogged"] == []
     assert set(actual["tables"]) == {
+        "conversation_messages",
         "schema_migrations",
         "workers",
         "sessions",

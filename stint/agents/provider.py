@@ -1,0 +1,217 @@
+"""One model call against an OpenAI-compatible chat-completions endpoint.
+
+The official ``openai`` client (``AsyncOpenAI``) does the HTTP and the SSE
+parsing; its own retries are off (``max_retries=0``) because the durable step
+owns them: a 429, a 5xx, a dropped connection or a stream cut short is retried
+here, inside the one ``call_model`` step, after the wait the provider asked for
+(``retry-after-ms`` / ``retry-after``) or an exponential backoff, for at most
+``max_attempts`` tries; the turn's time limit bounds the whole. Any other 4xx
+fails the call with the provider's own message, the API key scrubbed from it.
+
+This module imports ``openai`` (and its HTTP stack), so only the agents
+harness imports it: a worker running another harness never loads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from stint.agents.config import ModelConfig
+from stint.agents.errors import AgentConfigError, ProviderError, ProviderUnavailable
+from stint.agents.retry import RetryPolicy, is_retryable_status, retry_after_seconds
+from stint.worker.telemetry import model_span, record_usage
+
+try:
+    import openai
+except ImportError as exc:  # the optional dependency: pip install 'stint[agents]'
+    raise AgentConfigError(
+        "stint.agents needs the openai package: pip install 'stint[agents]'"
+    ) from exc
+
+__all__ = ["ChatProvider", "Retry"]
+
+log = logging.getLogger("stint.agents.provider")
+
+_CONNECT_TIMEOUT = 10.0
+_NO_KEY = "no-key"
+_HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
+_MAX_MESSAGE = 500
+# Masked keys some providers echo back ("sk-abc***xyz"): never repeated either.
+_KEY_LIKE = re.compile(r"\bsk-[A-Za-z0-9_\-*]{4,}")
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A failed try about to be retried: which one, why, and the wait before the next."""
+
+    attempt: int
+    reason: str
+    delay: float
+    status: int | None = None
+
+
+class _StreamIncomplete(Exception):
+    """The stream ended before the model said it had finished."""
+
+
+@dataclass
+class _Assembly:
+    """A streamed answer put back together."""
+
+    content: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: dict[str, int | None] = field(
+        default_factory=lambda: {"input_tokens": None, "output_tokens": None, "cached_tokens": None}
+    )
+    model: str | None = None
+
+    def message(self) -> dict[str, Any]:
+        text = "".join(self.content)
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": call["id"] or f"call_{index}",
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": call["arguments"]},
+                }
+                for index, call in sorted(self.calls.items())
+            ]
+        return message
+
+
+class ChatProvider:
+    """Streams chat completions; ``complete`` is the body of one ``call_model`` step."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        # The HTTP client logs each request's URL at INFO: a line per model call, and a
+        # base URL may carry credentials. Its warnings and errors still get through.
+        for name in _HTTP_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
+        self._config = config
+        self._secret = config.api_key.get_secret_value()
+        self._policy = RetryPolicy(max_attempts=config.max_attempts, cap=config.retry_max_wait)
+        self._client = openai.AsyncOpenAI(
+            base_url=config.base_url,
+            # Local servers (vLLM, llama.cpp, Ollama) need no key; the client needs one.
+            api_key=self._secret or _NO_KEY,
+            max_retries=0,
+            timeout=openai.Timeout(config.timeout, connect=min(_CONNECT_TIMEOUT, config.timeout)),
+        )
+
+    @property
+    def model(self) -> str:
+        return self._config.model
+
+    async def complete(
+        self,
+        request: Mapping[str, Any],
+        *,
+        on_delta: Callable[[str], None],
+        on_retry: Callable[[Retry], Awaitable[None]],
+    ) -> dict[str, Any]:
+        """The assistant message with its usage and the retries it took."""
+        with model_span(self._config.model) as current:
+            attempt = 1
+            while True:
+                try:
+                    answer = await self._once(request, on_delta)
+                except openai.APIStatusError as exc:
+                    status = exc.status_code
+                    if not is_retryable_status(status):
+                        raise ProviderError(
+                            f"the provider refused the request (HTTP {status}): "
+                            f"{self._provider_message(exc)}",
+                            status=status,
+                        ) from None
+                    hint = retry_after_seconds(exc.response.headers)
+                    failure = Retry(attempt, f"HTTP {status}", 0.0, status)
+                except openai.APITimeoutError:
+                    hint, failure = None, Retry(attempt, "timed out", 0.0)
+                except openai.APIConnectionError:
+                    hint, failure = None, Retry(attempt, "connection lost", 0.0)
+                except _StreamIncomplete:
+                    hint, failure = None, Retry(attempt, "stream ended early", 0.0)
+                except openai.APIError as exc:  # e.g. an error event inside the stream
+                    raise ProviderError(
+                        f"the provider failed the request: {self.scrub(str(exc))[:_MAX_MESSAGE]}"
+                    ) from None
+                else:
+                    current.set_attribute("stint.model.retries", attempt - 1)
+                    record_usage(current, answer.usage, answer.finish_reason)
+                    return {
+                        "message": answer.message(),
+                        "finish_reason": answer.finish_reason,
+                        "usage": answer.usage,
+                        "retries": attempt - 1,
+                        "model": answer.model,
+                    }
+                if attempt >= self._policy.max_attempts:
+                    raise ProviderUnavailable(
+                        f"the provider failed {attempt} attempts; last: {failure.reason}",
+                        status=failure.status,
+                    )
+                delay = self._policy.delay(attempt, hint)
+                log.info(
+                    "model call failed (%s); retry %d in %.2fs", failure.reason, attempt, delay
+                )
+                await on_retry(Retry(attempt, failure.reason, delay, failure.status))
+                await asyncio.sleep(delay)
+                attempt += 1
+
+    async def _once(self, request: Mapping[str, Any], on_delta: Callable[[str], None]) -> _Assembly:
+        answer = _Assembly()
+        stream = await self._client.chat.completions.create(
+            **dict(request), stream=True, stream_options={"include_usage": True}
+        )
+        async with stream:
+            async for chunk in stream:
+                answer.model = answer.model or chunk.model
+                if chunk.usage is not None:
+                    details = chunk.usage.prompt_tokens_details
+                    answer.usage = {
+                        "input_tokens": chunk.usage.prompt_tokens,
+                        "output_tokens": chunk.usage.completion_tokens,
+                        "cached_tokens": details.cached_tokens if details else None,
+                    }
+                for choice in chunk.choices[:1]:
+                    delta = choice.delta
+                    if delta.content:
+                        answer.content.append(delta.content)
+                        on_delta(delta.content)
+                    for part in delta.tool_calls or ():
+                        call = answer.calls.setdefault(
+                            part.index, {"id": "", "name": "", "arguments": ""}
+                        )
+                        call["id"] = call["id"] or (part.id or "")
+                        if part.function is not None:
+                            call["name"] += part.function.name or ""
+                            call["arguments"] += part.function.arguments or ""
+                    if choice.finish_reason:
+                        answer.finish_reason = choice.finish_reason
+        if answer.finish_reason is None:
+            raise _StreamIncomplete()
+        return answer
+
+    def _provider_message(self, exc: openai.APIStatusError) -> str:
+        body = exc.body
+        message: Any = None
+        if isinstance(body, dict):
+            error = body.get("error", body)
+            message = error.get("message") if isinstance(error, dict) else error
+        return self.scrub(str(message or exc.message))[:_MAX_MESSAGE]
+
+    def scrub(self, text: str) -> str:
+        """``text`` without the API key (whole, or masked the way providers echo it)."""
+        if self._secret:
+            text = text.replace(self._secret, "[redacted]")
+        return _KEY_LIKE.sub("[redacted]", text)
+
+    async def close(self) -> None:
+        await self._client.close()

@@ -1,0 +1,20 @@
+"""Fixtures for the agents harness: the fake provider in a thread of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from stint.agents.fake_provider import FakeProvider
+from stint.agents.fake_script import DEMO_SCRIPT
+
+API_KEY = "sk-test-4c1d2e3f4a5b6c7d8e9f"
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    """A fake OpenAI-compatible server on loopback (``fake.url``), demo script."""
+    provider = FakeProvider(DEMO_SCRIPT)
+    with provider.running():
+        yield provider

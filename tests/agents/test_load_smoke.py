@@ -1,0 +1,23 @@
+"""One tiny agents load case in the regular suite, so its load machinery cannot rot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stint.loadtest.backends import LoadBackends
+from stint.loadtest.model import CaseSpec
+from stint.loadtest.runner import run_case
+
+
+async def test_a_tiny_agents_case_runs_and_passes_its_checks(tmp_path: Path) -> None:
+    spec = CaseSpec(1, 2, 4, 0, harness="agents", model_latency_ms=20)
+    backends = LoadBackends(settings=None)
+    try:
+        report = await run_case(spec, backends, tmp_path / "work", lambda *a: None)
+    finally:
+        backends.close()
+    assert report.passed, report.as_json()["checks"]
+    assert report.configuration["harness"] == "stint.agents:chat"
+    check = next(c for c in report.checks if c["name"] == "model_called_once_per_step")
+    assert check["evidence"] == {"model_requests": 16, "expected": 16, "outcomes": {"ok": 16}}
+    assert report.warm is not None and report.warm.succeeded == 4

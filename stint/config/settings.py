@@ -93,6 +93,31 @@ class Settings(BaseSettings):
     health_port: int = Field(
         0, ge=0, le=65535, description="port serving /livez and /readyz; 0 means off"
     )
+    max_json_depth: int = Field(
+        64, ge=2, le=512, description="deepest JSON nesting accepted in a request body"
+    )
+
+    api_host: str = Field("127.0.0.1", description="address the HTTP API listens on")
+    api_port: int = Field(8000, ge=1, le=65_535, description="port the HTTP API listens on")
+    api_pool_size: int = Field(8, ge=1, le=200, description="API connections for request handlers")
+    api_follow_pool_size: int = Field(
+        4, ge=1, le=200, description="API connections for event followers' catch-up reads"
+    )
+    api_max_body_bytes: int = Field(
+        1_048_576, ge=1024, le=67_108_864, description="largest HTTP request body accepted"
+    )
+    api_keepalive_seconds: float = Field(
+        15.0, ge=0.05, le=3600, description="seconds between keepalive comments on an idle stream"
+    )
+    api_retry_after_seconds: int = Field(
+        1, ge=1, le=3600, description="Retry-After sent with 429 and 503 answers"
+    )
+    api_max_followers: int = Field(
+        10_000, ge=1, le=1_000_000, description="event streams one API process serves at once"
+    )
+    api_shutdown_seconds: int = Field(
+        5, ge=0, le=3600, description="SIGTERM grace for open requests and streams"
+    )
 
     # The agents harness (stint.agents:chat); read only when it is the harness.
     model_base_url: str = Field(

@@ -1,5 +1,5 @@
 """``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
-status, check, size, demo, embedded)."""
+status, check, size, demo, embedded, keys, api)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.controls import ControlStore
 from stint.store.errors import InvalidInput, QueueFull, SessionBusy, StoreError
+from stint.store.keys import KeyStore
 from stint.store.migrate import migrate
+from stint.store.models import ApiKey
 from stint.store.pool import open_pool
 from stint.store.vocabulary import BusyStrategy, ControlAction
 
@@ -247,6 +249,53 @@ async def cmd_embedded(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_json(key: ApiKey) -> dict[str, Any]:
+    return {
+        "key_id": key.id,
+        "tenant": key.tenant,
+        "read_only": key.read_only,
+        "label": key.label,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+    }
+
+
+async def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
+    """API keys: the token is printed once, at creation; only its hash is stored."""
+    config = resolve_store_config(settings)
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        keys = KeyStore(config, pool)
+        if args.action == "create":
+            new = await keys.keys_create(
+                tenant=args.tenant, read_only=args.read_only, label=args.label
+            )
+            print(json.dumps({**_key_json(new.key), "token": new.token}))
+            print("stint keys: the token is shown only now; store it as a secret", file=sys.stderr)
+        elif args.action == "list":
+            for key in await keys.keys_list(tenant=args.tenant):
+                print(json.dumps(_key_json(key)))
+        else:
+            revoked = await keys.keys_revoke(key_id=args.key_id)
+            if revoked is None:
+                raise UsageError(f"no live key with id {args.key_id!r}")
+            print(json.dumps(_key_json(revoked)))
+    finally:
+        await pool.close()
+    return 0
+
+
+def cmd_api(settings: Settings, args: argparse.Namespace) -> int:
+    """Runs its own event loop (uvicorn's), so it is not a coroutine like the others."""
+    try:
+        from stint.api.server import serve
+    except ImportError as exc:
+        raise UsageError(
+            f"the HTTP API needs the api extra: pip install 'stint[api]' ({exc})"
+        ) from None
+    return serve(settings)
+
+
 def _load_matrix(path: Path) -> dict[str, Any]:
     try:
         matrix = json.loads(path.read_text())
@@ -383,6 +432,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["start", "stop", "status"])
     p.set_defaults(run=cmd_embedded)
 
+    p = sub.add_parser("keys", help="create, list or revoke API keys for the HTTP API")
+    keys_sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    k = keys_sub.add_parser("create", help="a new key for a tenant; prints its token once")
+    k.add_argument("--tenant", required=True, metavar="T", help="the tenant the key acts for")
+    k.add_argument("--read-only", action="store_true", help="the key may read, not write")
+    k.add_argument("--label", metavar="L", help="a note for operators (who holds it)")
+    k = keys_sub.add_parser("list", help="keys as JSON lines (never their tokens)")
+    k.add_argument("--tenant", metavar="T", help="only this tenant's keys")
+    k = keys_sub.add_parser("revoke", help="revoke a key at once")
+    k.add_argument("key_id", metavar="KEY_ID", help="from keys create or keys list")
+    p.set_defaults(run=cmd_keys)
+
+    p = sub.add_parser(
+        "api",
+        help="serve the HTTP API (needs the api extra); SIGTERM stops it",
+        description="Serve Stint's HTTP API with uvicorn (uvloop, httptools). Every option "
+        "has a STINT_API_* variable; the flag wins.",
+    )
+    add_setting(p, "--host", "api_host", metavar="ADDR")
+    add_setting(p, "--port", "api_port", type=int, metavar="PORT")
+    p.set_defaults(run=cmd_api, blocking=True)
+
     p = sub.add_parser(
         "size", help="workers x slots for a workload, from a load-test matrix.json (no database)"
     )
@@ -412,12 +483,17 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        settings = load_settings(**overrides_from(args, "database_url", "db_schema", "workspace"))
+        settings = load_settings(
+            **overrides_from(args, "database_url", "db_schema", "workspace", "api_host", "api_port")
+        )
     except SettingsError as exc:
         print(f"stint: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     setup_logging(settings.log_level)
     try:
+        if getattr(args, "blocking", False):
+            blocking: int = args.run(settings, args)
+            return blocking
         code: int = uvloop.run(args.run(settings, args))
         return code
     except (UsageError, InvalidInput) as exc:

@@ -1,5 +1,10 @@
 """The client's side of the store: producers enqueue turns, followers read event
-logs, operators read status. (Measurement-only reads live in ``probe``.)"""
+logs, clients read sessions and turns, operators read status. (Measurement-only
+reads live in ``probe``.)
+
+Methods that take ``tenant`` scope what they read to that tenant's sessions:
+another tenant's session is simply not found. ``None`` means no scope (the
+operator's CLI); the API always passes its caller's tenant."""
 
 from __future__ import annotations
 
@@ -15,11 +20,19 @@ from stint.store.config import StoreConfig
 from stint.store.controls import stop_active_turn
 from stint.store.errors import IdempotencyConflict, QueueFull, SessionBusy, UnknownSession
 from stint.store.fetch import fetch_all, fetch_one, fetch_optional
-from stint.store.models import EnqueueResult, Event, StatusSummary, WorkerRow
+from stint.store.models import (
+    EnqueueResult,
+    Event,
+    SessionRecord,
+    StatusSummary,
+    TenantStatus,
+    TurnRecord,
+    WorkerRow,
+)
 from stint.store.pool import Pool
 from stint.store.queries import query
 from stint.store.translate import guarded
-from stint.store.vocabulary import BusyStrategy, ControlAction
+from stint.store.vocabulary import BusyStrategy, ControlAction, SessionStatus
 
 __all__ = ["ClientStore"]
 
@@ -72,6 +85,12 @@ class _Count:
     count: int
 
 
+@dataclass(frozen=True)
+class _Capacity:
+    live_workers: int
+    live_slots: int
+
+
 class ClientStore:
     """Data access for producers, followers and operators."""
 
@@ -90,6 +109,7 @@ class ClientStore:
         queue_limit: int,
         timeout_seconds: float | None = None,
         busy: BusyStrategy = BusyStrategy.ENQUEUE,
+        within_tenant: str | None = None,
     ) -> EnqueueResult:
         """Queue one turn in one transaction; on any refusal nothing is written.
 
@@ -97,7 +117,8 @@ class ClientStore:
         are serialised and an idempotency key can never yield two turns. ``busy``
         says what to do when the session already has a turn in progress:
         ``enqueue`` behind it, ``reject`` the input, or ``interrupt`` the running
-        turn and run the new one after it.
+        turn and run the new one after it. With ``within_tenant``, an existing
+        session of another tenant is an ``UnknownSession``.
         """
         busy = BusyStrategy(busy)
         payload = Jsonb(turn_input)
@@ -113,7 +134,11 @@ class ClientStore:
             else:
                 sid = session_id
                 found = await fetch_optional(
-                    conn, _LockedSession, "sessions_lock_for_enqueue", session_id=sid
+                    conn,
+                    _LockedSession,
+                    "sessions_lock_for_enqueue",
+                    session_id=sid,
+                    tenant=within_tenant,
                 )
                 if found is None:
                     raise UnknownSession(session=sid)
@@ -167,20 +192,103 @@ class ClientStore:
             new = await fetch_one(conn, _NewSession, "sessions_create", tenant=tenant, pin=pin)
         return new.id
 
-    async def events_after(self, *, session_id: UUID, after: int, limit: int = 500) -> list[Event]:
+    async def events_after(
+        self, *, session_id: UUID, after: int, limit: int = 500, tenant: str | None = None
+    ) -> list[Event]:
         """Events of a session with seq > after, in order (the catch-up read)."""
-        params = {"session_id": session_id, "after": after, "limit": limit}
+        params = {"session_id": session_id, "after": after, "limit": limit, "tenant": tenant}
         async with guarded("events_after", self._config), self._pool.connection() as conn:
             cur = conn.cursor(row_factory=class_row(Event))
             await cur.execute(query("events_after"), params)
             return await cur.fetchall()
 
+    async def sessions_get(
+        self, *, session_id: UUID, tenant: str | None = None
+    ) -> SessionRecord | None:
+        """One session, or None when it does not exist (or is not ``tenant``'s)."""
+        async with guarded("sessions_get", self._config), self._pool.connection() as conn:
+            return await fetch_optional(
+                conn, SessionRecord, "sessions_get", session_id=session_id, tenant=tenant
+            )
+
+    async def sessions_list(
+        self,
+        *,
+        tenant: str,
+        statuses: list[SessionStatus] | None = None,
+        pin: str | None = None,
+        before: tuple[datetime, UUID] | None = None,
+        limit: int = 50,
+    ) -> list[SessionRecord]:
+        """One page of ``tenant``'s sessions, newest first. ``before`` is the
+        (created_at, id) of the previous page's last row: a keyset, so a page
+        costs the same however deep the client has paged, and rows created
+        meanwhile never shift the pages that follow."""
+        before_at, before_id = before if before is not None else (None, None)
+        async with guarded("sessions_list", self._config), self._pool.connection() as conn:
+            return await fetch_all(
+                conn,
+                SessionRecord,
+                "sessions_list",
+                tenant=tenant,
+                statuses=[str(s) for s in statuses or []],
+                pin=pin,
+                before_created_at=before_at,
+                before_id=before_id,
+                limit=limit,
+            )
+
+    async def turns_get(
+        self, *, session_id: UUID, turn_id: UUID, tenant: str | None = None
+    ) -> TurnRecord | None:
+        """One turn of a session with its output or error, or None."""
+        async with guarded("turns_get", self._config), self._pool.connection() as conn:
+            return await fetch_optional(
+                conn,
+                TurnRecord,
+                "turns_get",
+                session_id=session_id,
+                turn_id=turn_id,
+                tenant=tenant,
+            )
+
+    async def turns_list(
+        self, *, session_id: UUID, after_seq: int = 0, limit: int = 50, tenant: str | None = None
+    ) -> list[TurnRecord]:
+        """A session's turns with seq > after_seq, in order (keyset paging)."""
+        async with guarded("turns_list", self._config), self._pool.connection() as conn:
+            return await fetch_all(
+                conn,
+                TurnRecord,
+                "turns_list",
+                session_id=session_id,
+                after_seq=after_seq,
+                limit=limit,
+                tenant=tenant,
+            )
+
+    async def tenant_status(self, *, tenant: str) -> TenantStatus:
+        """``tenant``'s sessions by status and queue, and the fleet's live capacity."""
+        async with guarded("tenant_status", self._config), self._pool.connection() as conn:
+            counts = await fetch_all(conn, _StatusCount, "sessions_count_by_status", tenant=tenant)
+            summary = await fetch_one(conn, _QueueSummary, "sessions_queue_summary", tenant=tenant)
+            capacity = await fetch_one(
+                conn, _Capacity, "workers_capacity", live_seconds=_LIVE_SECONDS
+            )
+        return TenantStatus(
+            sessions={c.status: c.count for c in counts},
+            queued_turns=summary.queued_turns,
+            oldest_ready_age=summary.oldest_ready_age,
+            live_workers=capacity.live_workers,
+            live_slots=capacity.live_slots,
+        )
+
     async def status(self) -> StatusSummary:
         """Workers, sessions by status, queued turns, oldest ready age."""
         async with guarded("status", self._config), self._pool.connection() as conn:
             workers = await fetch_all(conn, WorkerRow, "workers_list")
-            counts = await fetch_all(conn, _StatusCount, "sessions_count_by_status")
-            summary = await fetch_one(conn, _QueueSummary, "sessions_queue_summary")
+            counts = await fetch_all(conn, _StatusCount, "sessions_count_by_status", tenant=None)
+            summary = await fetch_one(conn, _QueueSummary, "sessions_queue_summary", tenant=None)
             unaccepted = await fetch_one(
                 conn, _Count, "sessions_ready_unaccepted", live_seconds=_LIVE_SECONDS
             )

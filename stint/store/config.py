@@ -7,13 +7,27 @@ from dataclasses import dataclass, field
 
 from stint.store.errors import ConfigError
 
-__all__ = ["ROLE_CLAIM", "ROLE_CLI", "ROLE_LEASE", "ROLE_LISTEN", "ROLE_SLOT", "StoreConfig"]
+__all__ = [
+    "ROLE_API",
+    "ROLE_API_FOLLOW",
+    "ROLE_API_LISTEN",
+    "ROLE_CLAIM",
+    "ROLE_CLI",
+    "ROLE_LEASE",
+    "ROLE_LISTEN",
+    "ROLE_SLOT",
+    "StoreConfig",
+]
 
 ROLE_CLAIM = "stint-worker-claim"
 ROLE_LEASE = "stint-worker-lease"
 ROLE_SLOT = "stint-worker-slot"
 ROLE_LISTEN = "stint-worker-listen"
 ROLE_CLI = "stint-cli"
+# The API process: request handlers, followers' catch-up reads, its one LISTEN.
+ROLE_API = "stint-api"
+ROLE_API_FOLLOW = "stint-api-follow"
+ROLE_API_LISTEN = "stint-api-listen"
 
 _PLAIN_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 

@@ -116,6 +116,18 @@ async def stop_active_turn(
     return active.id, f"{action.turn_status} in the database ({why})"
 
 
+async def _lock_session(
+    conn: AsyncConnection[TupleRow], session_id: UUID, tenant: str | None
+) -> _LockedSession:
+    """Lock the session row first (controls serialise on it); UnknownSession if absent."""
+    locked = await fetch_optional(
+        conn, _LockedSession, "controls_lock_session", session_id=session_id, tenant=tenant
+    )
+    if locked is None:
+        raise UnknownSession(session=session_id)
+    return locked
+
+
 class ControlStore:
     """``stint cancel``, ``stint interrupt`` and ``stint answer``."""
 
@@ -130,20 +142,18 @@ class ControlStore:
         action: ControlAction,
         reason: str,
         turn_id: UUID | None = None,
+        within_tenant: str | None = None,
     ) -> ControlResult:
         """``cancel``: queued turns (or ``turn_id``) directly, and the running one.
-        ``interrupt``: the running turn only."""
+        ``interrupt``: the running turn only. With ``within_tenant``, a session of
+        another tenant is an ``UnknownSession``."""
         action = ControlAction(action)
         async with (
             guarded(f"control {action}", self._config),
             self._pool.connection() as conn,
             conn.transaction(),
         ):
-            locked = await fetch_optional(
-                conn, _LockedSession, "controls_lock_session", session_id=session_id
-            )
-            if locked is None:
-                raise UnknownSession(session=session_id)
+            locked = await _lock_session(conn, session_id, within_tenant)
             cancelled: list[UUID] = []
             if action is ControlAction.CANCEL:
                 rows = await fetch_all(
@@ -168,8 +178,12 @@ class ControlStore:
             )
         return ControlResult(session_id, cancelled, active, outcome)
 
-    async def answer(self, *, session_id: UUID, step_key: str, answer: Any) -> UUID:
-        """Record an answer; the parked turn is queued again. Returns the turn id."""
+    async def answer(
+        self, *, session_id: UUID, step_key: str, answer: Any, within_tenant: str | None = None
+    ) -> UUID:
+        """Record an answer; the parked turn is queued again. Returns the turn id.
+        An unknown session (or another tenant's) is ``UnknownSession``; a known one
+        with no such open question is ``NoOpenQuestion``."""
         params = {
             "session_id": session_id,
             "step_key": step_key,
@@ -182,6 +196,7 @@ class ControlStore:
             self._pool.connection() as conn,
             conn.transaction(),
         ):
+            await _lock_session(conn, session_id, within_tenant)
             resumed = await fetch_optional(conn, _Resumed, "answers_record", **params)
             if resumed is None:
                 raise NoOpenQuestion(session=session_id, step_key=step_key)

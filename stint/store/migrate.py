@@ -19,11 +19,18 @@ from psycopg.rows import TupleRow
 
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.errors import MigrationChecksumMismatch, MigrationError
-from stint.store.pool import connect
+from stint.store.fetch import fetch_all, fetch_one
+from stint.store.pool import Pool, connect
 from stint.store.queries import query
-from stint.store.translate import translated
+from stint.store.translate import guarded, translated
 
-__all__ = ["Migration", "applied_migrations", "migrate", "migration_files"]
+__all__ = [
+    "Migration",
+    "applied_migrations",
+    "migrate",
+    "migration_files",
+    "migrations_pending",
+]
 
 _FILE_NAME = re.compile(r"(?P<version>\d{4})_(?P<name>[a-z0-9_]+)\.sql")
 
@@ -95,6 +102,33 @@ def _check_applied(applied: list[Migration], known: dict[int, Migration]) -> Non
                 recorded=row.checksum[:12],
                 on_disk=mine.checksum[:12],
             )
+
+
+@dataclass(frozen=True)
+class _Present:
+    present: bool
+
+
+@dataclass(frozen=True)
+class _Applied:
+    version: int
+    name: str
+    checksum: str
+
+
+async def migrations_pending(config: StoreConfig, pool: Pool) -> list[str]:
+    """The migrations this code knows that the database has not applied (a
+    readiness check: a plain read through ``pool``, no lock and no DDL, so a
+    role without CREATE rights can ask). Raises like ``migrate`` when the
+    database has an unknown or changed migration."""
+    files = migration_files()
+    async with guarded("migrations_pending", config), pool.connection() as conn:
+        table = await fetch_one(conn, _Present, "migrations_table_exists")
+        rows = await fetch_all(conn, _Applied, "migrations_applied") if table.present else []
+    applied = [Migration(version=r.version, name=r.name, checksum=r.checksum) for r in rows]
+    _check_applied(applied, {m.version: m for m in files})
+    versions = {m.version for m in applied}
+    return [m.label for m in files if m.version not in versions]
 
 
 async def _locked_applied(conn: AsyncConnection[TupleRow], schema: str) -> list[Migration]:

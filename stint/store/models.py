@@ -19,6 +19,7 @@ from uuid import UUID
 from stint.store.vocabulary import (
     ControlAction,
     EventKind,
+    SessionStatus,
     StepKind,
     StepStatus,
     TurnStatus,
@@ -26,6 +27,7 @@ from stint.store.vocabulary import (
 )
 
 __all__ = [
+    "ApiKey",
     "BegunTurn",
     "Claim",
     "ControlRequest",
@@ -35,9 +37,12 @@ __all__ = [
     "ParkResult",
     "RenewedLease",
     "Row",
+    "SessionRecord",
     "StatusSummary",
     "StepRecord",
+    "TenantStatus",
     "TurnProgress",
+    "TurnRecord",
     "TurnStart",
     "TurnTiming",
     "WorkerRow",
@@ -238,3 +243,61 @@ class TurnTiming(Row):
     run_time: float
     status: TurnStatus
     attempts: int
+
+
+@dataclass(frozen=True)
+class SessionRecord(Row):
+    """A session as a client sees it: no lease internals."""
+
+    id: UUID
+    tenant: str | None
+    pin: str | None
+    status: SessionStatus
+    last_event_seq: int
+    queued_turns: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class TurnRecord(Row):
+    """A turn as a client sees it: its input, and its output or error once finished."""
+
+    id: UUID
+    session_id: UUID
+    seq: int
+    idempotency_key: str
+    status: TurnStatus
+    input: Any
+    output: Any
+    error: str | None
+    reason: str | None
+    attempts: int
+    timeout_seconds: float | None
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TenantStatus(Row):
+    """One tenant's sessions by status and queue, and the fleet's live capacity
+    (counts only: a tenant sees no worker's host, pid or id)."""
+
+    sessions: dict[str, int]
+    queued_turns: int
+    oldest_ready_age: float | None
+    live_workers: int
+    live_slots: int
+
+
+@dataclass(frozen=True)
+class ApiKey(Row):
+    """An API key as listed: never its secret, which is shown once at creation."""
+
+    id: str
+    tenant: str
+    read_only: bool
+    label: str | None
+    created_at: datetime
+    revoked_at: datetime | None

@@ -11,7 +11,13 @@ from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
 from stint.store.config import StoreConfig
-from stint.store.errors import ConnectionFailed, DatabaseError, LockTimeout, QueryTimeout
+from stint.store.errors import (
+    ConnectionFailed,
+    DatabaseError,
+    InvalidInput,
+    LockTimeout,
+    QueryTimeout,
+)
 
 __all__ = ["guarded", "translated"]
 
@@ -22,6 +28,17 @@ def _server_message(exc: psycopg.Error) -> str:
         return primary
     text = str(exc).strip()
     return text.splitlines()[-1] if text else type(exc).__name__
+
+
+def _is_bad_value(exc: psycopg.Error) -> bool:
+    """A value PostgreSQL cannot hold: SQLSTATE class 22 (data exception: out of
+    range, NUL in text or jsonb), or the driver refusing to send one (a
+    DataError without SQLSTATE, e.g. NUL in a text parameter). The caller's
+    input was at fault, not the connection."""
+    state = exc.sqlstate
+    return (state is not None and state.startswith("22")) or (
+        state is None and isinstance(exc, psycopg.DataError)
+    )
 
 
 def _is_connection_loss(exc: psycopg.Error) -> bool:
@@ -50,6 +67,12 @@ def translated(operation: str) -> Iterator[None]:
             "no database connection became available in time", operation=operation
         ) from exc
     except psycopg.Error as exc:
+        if _is_bad_value(exc):
+            raise InvalidInput(
+                "PostgreSQL cannot hold a value of this request; nothing was written",
+                operation=operation,
+                server=_server_message(exc),
+            ) from exc
         if _is_connection_loss(exc):
             raise ConnectionFailed(operation=operation, server=_server_message(exc)) from exc
         raise DatabaseError(

@@ -1,8 +1,9 @@
 -- name: controls_lock_session
 -- Serialise controls with enqueues and workers' writes; is a live lease held?
+-- With %(tenant)s set, another tenant's session is not found (the API's scope).
 SELECT status, lease_owner, lease_expires_at > now() AS lease_live
 FROM sessions
-WHERE id = %(session_id)s
+WHERE id = %(session_id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 FOR UPDATE
 
 -- name: controls_cancel_queued

@@ -21,3 +21,8 @@ SELECT version, name, checksum FROM schema_migrations ORDER BY version
 -- name: migrations_record
 INSERT INTO schema_migrations (version, name, checksum)
 VALUES (%(version)s, %(name)s, %(checksum)s)
+
+-- name: migrations_table_exists
+-- Readiness reads the record without creating it (no DDL rights needed).
+SELECT to_regclass('schema_migrations') IS NOT NULL AS present
+

@@ -80,19 +80,26 @@ VALUES (%(tenant)s, %(pin)s)
 RETURNING id, created_at
 
 -- name: sessions_lock_for_enqueue
+-- With %(tenant)s set, another tenant's session is not found (the API's scope).
 SELECT queued_turns, last_turn_seq, lease_owner, coalesce(lease_expires_at > now(), false) AS lease_live
 FROM sessions
-WHERE id = %(session_id)s
+WHERE id = %(session_id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 FOR UPDATE
 
 -- name: sessions_count_by_status
-SELECT status, count(*) AS count FROM sessions GROUP BY status ORDER BY status
+-- All sessions, or one tenant's when %(tenant)s is set.
+SELECT status, count(*) AS count
+FROM sessions
+WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
+GROUP BY status
+ORDER BY status
 
 -- name: sessions_queue_summary
 SELECT coalesce(sum(queued_turns), 0)::bigint AS queued_turns,
        extract(epoch FROM now() - min(ready_at) FILTER (WHERE status = 'ready'))::float8
            AS oldest_ready_age
 FROM sessions
+WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
 
 -- name: sessions_ready_unaccepted
 -- Ready sessions that no live worker (heartbeat within %(live_seconds)s) accepts:
@@ -106,3 +113,27 @@ WHERE s.status = 'ready'
         AND w.heartbeat_at > now() - make_interval(secs => %(live_seconds)s)
         AND (s.pin IS NULL OR s.pin = ANY (w.pins))
   )
+
+-- name: session_columns
+-- Fragment: what a client may see of a session (no lease internals).
+id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at
+
+-- name: sessions_get
+-- One session; with %(tenant)s set, only if it belongs to that tenant.
+SELECT /*include:session_columns*/
+FROM sessions
+WHERE id = %(session_id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+
+-- name: sessions_list
+-- One page of a tenant's sessions, newest first, after the keyset
+-- (%(before_created_at)s, %(before_id)s) of the previous page's last row.
+SELECT /*include:session_columns*/
+FROM sessions
+WHERE tenant = %(tenant)s
+  AND (cardinality(%(statuses)s::text[]) = 0 OR status = ANY (%(statuses)s::text[]))
+  AND (%(pin)s::text IS NULL OR pin = %(pin)s)
+  AND (%(before_created_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(before_created_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s
+

@@ -20,3 +20,11 @@ SELECT w.id, w.state, w.slots, w.pid, w.host, w.version, w.pins,
 FROM workers w
 WHERE w.state <> 'stopped' OR w.stopped_at > now() - interval '10 minutes'
 ORDER BY w.started_at, w.id
+
+-- name: workers_capacity
+-- Live workers (heartbeat within %(live_seconds)s) and their slots: what a
+-- tenant may see of the fleet (no hosts, pids or ids).
+SELECT count(*) AS live_workers, coalesce(sum(slots), 0)::bigint AS live_slots
+FROM workers
+WHERE state = 'running' AND heartbeat_at > now() - make_interval(secs => %(live_seconds)s)
+

@@ -72,10 +72,12 @@ async def _with_client(config: StoreConfig, action: Callable[[ClientStore], Awai
 
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     config = resolve_store_config(settings)
-    applied = await migrate(config)
+    applied = await migrate(config, app_role=settings.app_role or None)
     for migration in applied:
         print(f"applied {migration.label}")
     print(f"schema {config.schema}: {len(applied)} migration(s) applied, up to date")
+    if settings.app_role:
+        print(f"role {settings.app_role}: granted the worker/API privileges on {config.schema}")
     return 0
 
 
@@ -371,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"stint: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    setup_logging(settings.log_level)
+    setup_logging(settings.log_level, secrets=settings.secrets())
     try:
         code: int = uvloop.run(args.run(settings, args))
         return code

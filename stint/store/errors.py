@@ -13,6 +13,7 @@ from typing import Any
 __all__ = [
     "ConfigError",
     "ConnectionFailed",
+    "ConnectionRejected",
     "DatabaseError",
     "EmbeddedPostgresError",
     "IdempotencyConflict",
@@ -56,6 +57,10 @@ class DatabaseError(StoreError):
 
 class ConnectionFailed(DatabaseError):
     """The connection to PostgreSQL failed or was lost."""
+
+
+class ConnectionRejected(ConnectionFailed):
+    """PostgreSQL refused the connection for a reason retrying cannot fix"""
 
 
 class QueryTimeout(DatabaseError):

@@ -21,7 +21,7 @@ from stint.config.target import resolve_store_config, workspace_dir
 from stint.store.config import ROLE_CLAIM, ROLE_LEASE, ROLE_LISTEN, ROLE_SLOT, StoreConfig
 from stint.store.errors import StoreError
 from stint.store.listen import Listener
-from stint.store.migrate import migrate
+from stint.store.migrate import check_schema, migrate
 from stint.store.pool import Pool, open_pool
 from stint.store.runtime import RuntimeStore
 from stint.worker.failpoints import configure as configure_failpoints
@@ -110,9 +110,11 @@ def _plan(settings: Settings, config: StoreConfig) -> WorkerPlan:
 async def _serve(settings: Settings) -> int:
     config = resolve_store_config(settings)
     if settings.auto_migrate:
-        applied = await migrate(config)
+        applied = await migrate(config, app_role=settings.app_role or None)
         for migration in applied:
             log.info("applied migration %s", migration.label)
+    else:
+        await check_schema(config)
     workspace = workspace_dir(settings)
     workspace.mkdir(parents=True, exist_ok=True)
     harness = load_harness(settings.harness, workspace=workspace)
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.log_level)
+    setup_logging(settings.log_level, secrets=settings.secrets())
     setup_tracing()
     try:
         configure_failpoints(settings.failpoints)

@@ -25,7 +25,7 @@ from stint.store.config import StoreConfig, validate_role_name, validate_schema_
 from stint.store.conninfo import parse_conninfo
 from stint.store.errors import ConfigError
 
-__all__ = ["Settings", "SettingsError", "env_name", "load_settings"]
+__all__ = ["Settings", "SettingsError", "env_name", "field_range", "load_settings"]
 
 _DEFAULT_HARNESS = "stint.worker.scripted:harness"
 
@@ -197,7 +197,9 @@ def env_name(field_name: str) -> str:
     return f"STINT_{field_name.upper()}"
 
 
-def _allowed(field_name: str) -> str:
+def field_range(field_name: str) -> tuple[Any, Any]:
+    """A bounded setting's (low, high), so a flag with the same meaning (``enqueue
+    --timeout`` and STINT_TURN_TIMEOUT) accepts exactly the same values."""
     info = Settings.model_fields[field_name]
     low = high = None
     for item in info.metadata:
@@ -205,6 +207,12 @@ def _allowed(field_name: str) -> str:
             low = item.ge
         elif isinstance(item, annotated_types.Le):
             high = item.le
+    return low, high
+
+
+def _allowed(field_name: str) -> str:
+    info = Settings.model_fields[field_name]
+    low, high = field_range(field_name)
     if low is not None and high is not None:
         return f"allowed range {low}..{high}"
     return f"expected {info.description}" if info.description else ""

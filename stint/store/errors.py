@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AnswerConflict",
     "ConfigError",
     "ConnectionFailed",
     "ConnectionRejected",
@@ -29,6 +30,8 @@ __all__ = [
     "SessionBusy",
     "StoreError",
     "UnknownSession",
+    "UnknownTurn",
+    "WorkerIdInUse",
 ]
 
 
@@ -93,6 +96,18 @@ class UnknownSession(InvalidInput):
 
 class IdempotencyConflict(InvalidInput):
     """This idempotency key was already used with a different input; nothing was written."""
+
+
+class UnknownTurn(InvalidInput):
+    """No turn with this id belongs to this session; nothing was written."""
+
+
+class AnswerConflict(InvalidInput):
+    """This question was already answered with a different value; nothing was written."""
+
+
+class WorkerIdInUse(StoreError):
+    """A live worker already runs with this worker id; pick another STINT_WORKER_ID."""
 
 
 class QueueFull(StoreError):

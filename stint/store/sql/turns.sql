@@ -140,3 +140,19 @@ WITH held AS (
 SELECT EXISTS (SELECT FROM log_bump) AS parked, held.control, held.control_reason
 FROM held
 WHERE EXISTS (SELECT FROM log_bump) OR held.control_turn_id = %(turn_id)s
+
+-- name: turns_show
+-- A session and one of its turns: %(turn_id)s, or its latest. No row: no such
+-- session; a row without turn_id: no such turn in this session.
+SELECT s.id AS session_id, s.status AS session_status, t.id AS turn_id, t.seq, t.status,
+       t.reason, t.attempts, t.worker_id, t.output, t.error, t.enqueued_at, t.started_at,
+       t.finished_at
+FROM sessions s
+LEFT JOIN LATERAL (
+    SELECT *
+    FROM turns
+    WHERE turns.session_id = s.id AND (%(turn_id)s::uuid IS NULL OR turns.id = %(turn_id)s::uuid)
+    ORDER BY turns.seq DESC
+    LIMIT 1
+) t ON true
+WHERE s.id = %(session_id)s

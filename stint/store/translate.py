@@ -55,8 +55,11 @@ def _connection_message(exc: psycopg.Error) -> str:
 
 
 def _is_rejection(exc: psycopg.Error) -> bool:
+    """A connection attempt refused for good (connection errors carry no SQLSTATE)."""
+    if not isinstance(exc, psycopg.OperationalError) or exc.sqlstate is not None:
+        return False
     text = str(exc)
-    return exc.sqlstate is None and any(marker in text for marker in _REJECTIONS)
+    return any(marker in text for marker in _REJECTIONS)
 
 
 def _is_connection_loss(exc: psycopg.Error) -> bool:

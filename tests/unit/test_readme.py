@@ -75,9 +75,7 @@ OUTPUTS = {
     ).as_json(),
     "`stint show`": turn_json(_view()),
     "`stint show`: `turn`": turn_json(_view())["turn"],
-    "`stint status --json`": status_json(
-        StatusSummary([_worker()], {}, 0, 0, 0, None, 1, 0, 0)
-    ),
+    "`stint status --json`": status_json(StatusSummary([_worker()], {}, 0, 0, 0, None, 1, 0, 0)),
     "`stint status --json`: `workers[]`": status_json(
         StatusSummary([_worker()], {}, 0, 0, 0, None, 1, 0, 0)
     )["workers"][0],

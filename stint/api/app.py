@@ -99,7 +99,7 @@ def create_app(settings: Settings, config: StoreConfig) -> FastAPI:
     app.include_router(events.router, tags=["events"], dependencies=strict)
     install_problem_handlers(app, retry_after=settings.api_retry_after_seconds)
     app.add_middleware(
-        BodyLimits, max_bytes=settings.api_max_body_bytes, max_depth=settings.max_json_depth
+        BodyLimits, max_bytes=settings.api_max_body_bytes, max_depth=settings.max_input_depth + 1
     )
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

@@ -2,80 +2,29 @@
 
 An ASGI middleware reads the body up to ``api_max_body_bytes`` (413 beyond,
 by ``Content-Length`` or by counting), then checks that it is JSON PostgreSQL
-can hold: valid UTF-8, nested at most ``max_json_depth`` deep (so that no
-parser recurses past its stack: the depth is counted without parsing), no
-NaN or Infinity and no number too large for a float, and no string with
-``\\u0000`` or an unpaired surrogate (jsonb refuses both). A refusal is one
-problem+json line and nothing reaches the store.
+can hold (``stint.store.jsonvalues``: valid UTF-8, nested at most
+``STINT_MAX_INPUT_DEPTH`` deep, no NaN or Infinity, no number too large, no
+``\\u0000`` or unpaired surrogate). A refusal is one problem+json line and
+nothing reaches the store.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from stint.api.problems import problem_response
+from stint.store.errors import UnstorableJson
+from stint.store.jsonvalues import load_storable_json
 
 __all__ = ["BodyLimits", "JsonRefused", "check_json"]
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET = re.compile(r"[\[\]{}]")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 class JsonRefused(ValueError):
     """A body that is not JSON, or not JSON that PostgreSQL's jsonb can hold."""
-
-
-def _depth(text: str) -> int:
-    """Deepest nesting of arrays and objects, strings skipped, without parsing."""
-    depth = deepest = 0
-    for match in _BRACKET.finditer(_STRING.sub("", text)):
-        if match.group() in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest
-
-
-def _no_constant(name: str) -> Any:
-    raise JsonRefused(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise JsonRefused(f"number {text[:40]} is too large")
-    return value
-
-
-def _check_strings(value: Any) -> None:
-    """Refuse what jsonb cannot store: NUL characters and unpaired surrogates."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            strings = [item]
-        elif isinstance(item, dict):
-            strings = list(item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            strings = []
-            stack.extend(item)
-        else:
-            continue
-        for text in strings:
-            if "\x00" in text:
-                raise JsonRefused("strings must not contain \\u0000 (PostgreSQL cannot store it)")
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise JsonRefused("strings must not contain unpaired surrogates") from None
 
 
 def check_json(raw: bytes, *, max_depth: int) -> Any:
@@ -84,17 +33,10 @@ def check_json(raw: bytes, *, max_depth: int) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise JsonRefused("the body is not valid UTF-8") from None
-    depth = _depth(text)
-    if depth > max_depth:
-        raise JsonRefused(f"JSON nested {depth} levels deep; at most {max_depth} are accepted")
     try:
-        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
-    except JsonRefused:
-        raise
-    except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
-        raise JsonRefused(f"the body is not valid JSON: {str(exc).splitlines()[0]}") from None
-    _check_strings(value)
-    return value
+        return load_storable_json(text, max_depth=max_depth, what="the body")
+    except UnstorableJson as exc:
+        raise JsonRefused(exc.message) from None
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

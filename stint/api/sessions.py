@@ -310,13 +310,13 @@ async def interrupt(
 )
 async def answer(session_id: UUID, body: AnswerCreate, caller: Writer, svc: Svc) -> AnswerOut:
     _within_input_limit(svc, body.answer, "answer")
-    turn_id = await svc.controls.answer(
+    answered = await svc.controls.answer(
         session_id=session_id,
         step_key=body.step_key,
         answer=body.answer,
         within_tenant=caller.tenant,
     )
-    return AnswerOut(session_id=session_id, turn_id=turn_id, resumed=True)
+    return AnswerOut(session_id=session_id, turn_id=answered.turn_id, resumed=True)
 
 
 @router.get(

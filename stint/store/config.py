@@ -17,6 +17,8 @@ __all__ = [
     "ROLE_LISTEN",
     "ROLE_SLOT",
     "StoreConfig",
+    "validate_role_name",
+    "validate_schema_name",
 ]
 
 ROLE_CLAIM = "stint-worker-claim"
@@ -30,6 +32,18 @@ ROLE_API_FOLLOW = "stint-api-follow"
 ROLE_API_LISTEN = "stint-api-listen"
 
 _PLAIN_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def validate_role_name(name: str) -> str:
+    """Refuse a role name that is not a plain lower-case identifier (like schema names:
+    composed with ``Identifier`` anyway, checked so a typo fails at start)."""
+    if not _PLAIN_IDENTIFIER.fullmatch(name) or name.startswith("pg_"):
+        raise ConfigError(
+            "role name must be a plain identifier: lower-case letters, digits and _, "
+            "not starting with a digit or pg_, at most 63 characters",
+            role=repr(name),
+        )
+    return name
 
 
 def validate_schema_name(name: str) -> str:

@@ -45,6 +45,7 @@ __all__ = [
     "TurnRecord",
     "TurnStart",
     "TurnTiming",
+    "TurnView",
     "WorkerRow",
 ]
 
@@ -195,6 +196,14 @@ class EnqueueResult(Row):
     seq: int
     created: bool
 
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_id": str(self.session_id),
+            "turn_id": str(self.turn_id),
+            "seq": self.seq,
+            "created": self.created,
+        }
+
 
 @dataclass(frozen=True)
 class WorkerRow(Row):
@@ -208,19 +217,49 @@ class WorkerRow(Row):
     version: str
     pins: list[str]
     heartbeat_age: float
+    alive: bool
     active: int
+
+    @property
+    def shown_state(self) -> str:
+        """``dead`` for a worker whose heartbeat outlived its lease (killed, cut off)."""
+        return str(self.state) if self.alive else "dead"
 
 
 @dataclass(frozen=True)
 class StatusSummary(Row):
-    """Workers, sessions by status, queued turns, the oldest ready session's age, and
-    ready sessions no live worker accepts (pinned to a version nobody runs)."""
+    """Workers, sessions by status, unfinished turns by status, the oldest ready
+    session's age, and ready sessions no live worker will run: because no worker
+    is alive, or because none accepts their pin."""
 
     workers: list[WorkerRow]
     sessions: dict[str, int]
     queued_turns: int
+    running_turns: int
+    parked_turns: int
     oldest_ready_age: float | None
+    live_workers: int
+    ready_without_worker: int
     ready_unaccepted: int
+
+
+@dataclass(frozen=True)
+class TurnView(Row):
+    """One turn as ``stint show`` prints it (``turn_id`` is None: no such turn)."""
+
+    session_id: UUID
+    session_status: str
+    turn_id: UUID | None
+    seq: int | None
+    status: TurnStatus | None
+    reason: str | None
+    attempts: int | None
+    worker_id: str | None
+    output: Any
+    error: str | None
+    enqueued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,8 @@ from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
 from stint.store.conversation import ConversationStore
-from stint.store.errors import LeaseLost
+from stint.store.errors import LeaseLost, WorkerIdInUse
+from stint.store.fetch import fetch_one, fetch_optional
 from stint.store.models import (
     BegunTurn,
     Claim,
@@ -53,6 +54,19 @@ class _Released:
     requeued: int
 
 
+@dataclass(frozen=True)
+class _WorkerId:
+    id: str
+
+
+@dataclass(frozen=True)
+class _Holder:
+    host: str
+    pid: int
+    heartbeat_age: float
+    lease_seconds: float | None
+
+
 class RuntimeStore:
     """Data access for one worker. Slot writes use ``slots``; claims and lease
     renewals have pools of their own so that busy slots cannot starve them."""
@@ -66,8 +80,17 @@ class RuntimeStore:
         """Conversation memory, on the slots' pool (a turn's reads and fenced writes)."""
 
     async def workers_register(
-        self, *, worker_id: str, host: str, pid: int, version: str, pins: Sequence[str], slots: int
+        self,
+        *,
+        worker_id: str,
+        host: str,
+        pid: int,
+        version: str,
+        pins: Sequence[str],
+        slots: int,
+        lease_seconds: float,
     ) -> None:
+        """Register this process; ``WorkerIdInUse`` when a live worker has this id."""
         params = {
             "id": worker_id,
             "host": host,
@@ -75,9 +98,23 @@ class RuntimeStore:
             "version": version,
             "pins": list(pins),
             "slots": slots,
+            "lease_seconds": lease_seconds,
         }
-        async with guarded("workers_register", self._config), self._lease.connection() as conn:
-            await conn.execute(query("workers_register"), params)
+        async with (
+            guarded("workers_register", self._config),
+            self._lease.connection() as conn,
+            conn.transaction(),
+        ):
+            if await fetch_optional(conn, _WorkerId, "workers_register", **params) is not None:
+                return
+            holder = await fetch_one(conn, _Holder, "workers_holder", id=worker_id)
+        raise WorkerIdInUse(
+            worker=worker_id,
+            host=holder.host,
+            pid=holder.pid,
+            heartbeat_age=round(holder.heartbeat_age, 1),
+            lease_seconds=holder.lease_seconds,
+        )
 
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None:
         async with guarded("workers_set_state", self._config), self._lease.connection() as conn:

@@ -19,7 +19,7 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from stint.store.errors import LeaseLost, StoreError
+from stint.store.errors import LeaseLost, StoreError, WorkerIdInUse
 from stint.store.vocabulary import WorkerState
 from stint.worker.cancelling import cancel_and_wait
 from stint.worker.claimer import Claimer
@@ -108,14 +108,7 @@ class Supervisor:
     async def run(self) -> int:
         """Run until stopped; returns the process exit code."""
         plan, me = self.plan, self.identity
-        await self._store.workers_register(
-            worker_id=me.worker_id,
-            host=me.host,
-            pid=me.pid,
-            version=me.version,
-            pins=plan.pins,
-            slots=plan.slots,
-        )
+        await self._register()
         self.health.renewed()  # the database answered the registration
         log.info(
             "worker %s running: %d slots, lease %.1fs, pins %s",
@@ -175,6 +168,48 @@ class Supervisor:
             await self._set_state(WorkerState.STOPPED)
         log.info("worker %s stopped", me.worker_id)
         return 1 if self.failure else 0
+
+    async def _register(self) -> None:
+        """Register; if a live worker holds this id, wait for its heartbeat to lapse.
+
+        A worker restarted under a fixed id (a pod name) finds its killed
+        predecessor's row still fresh for up to one lease; a second live process
+        with the same id keeps it fresh forever and is refused once that lease
+        has passed, because two processes with one id would renew (and so
+        steal) each other's leases.
+        """
+        plan, me = self.plan, self.identity
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        while True:
+            try:
+                await self._store.workers_register(
+                    worker_id=me.worker_id,
+                    host=me.host,
+                    pid=me.pid,
+                    version=me.version,
+                    pins=plan.pins,
+                    slots=plan.slots,
+                    lease_seconds=plan.lease_seconds,
+                )
+                return
+            except WorkerIdInUse as exc:
+                held = exc.context
+                if deadline is None:
+                    wait = float(held.get("lease_seconds") or plan.lease_seconds)
+                    deadline = loop.time() + wait + plan.poll_interval
+                    log.warning(
+                        "worker id %s is in use by a live worker (host %s, pid %s, heartbeat "
+                        "%ss ago); waiting up to %.1fs for its heartbeat to lapse",
+                        me.worker_id,
+                        held.get("host"),
+                        held.get("pid"),
+                        held.get("heartbeat_age"),
+                        wait,
+                    )
+                elif loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(plan.poll_interval)
 
     async def _drain(self) -> None:
         await self._set_state(WorkerState.DRAINING)

@@ -34,10 +34,10 @@ JSON = "application/json"
 BAD_BODIES: list[tuple[str, bytes, str, int, str]] = [
     ("not JSON", b'{"input": {', JSON, 400, "not valid JSON"),
     ("not UTF-8", b'{"input": {"a": "\xff"}}', JSON, 400, "UTF-8"),
-    ("too deep", f'{{"input": {{"a": {DEEP}}}}}'.encode(), JSON, 400, "nested"),
+    ("too deep", f'{{"input": {{"a": {DEEP}}}}}'.encode(), JSON, 400, "levels deep"),
     ("NaN", b'{"input": {"a": NaN}}', JSON, 400, "NaN"),
     ("Infinity", b'{"input": {"a": -Infinity}}', JSON, 400, "Infinity"),
-    ("huge float", b'{"input": {"a": 1e999}}', JSON, 400, "too large"),
+    ("huge float", b'{"input": {"a": 1e999}}', JSON, 400, "out of range"),
     ("huge integer", b'{"input": {"a": ' + b"9" * 5000 + b"}}", JSON, 400, "JSON"),
     ("NUL", b'{"input": {"a": "x\\u0000y"}}', JSON, 400, "u0000"),
     ("NUL in a key", b'{"input": {"\\u0000": 1}}', JSON, 400, "u0000"),

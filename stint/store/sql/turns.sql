@@ -163,4 +163,3 @@ WHERE t.session_id = %(session_id)s AND t.seq > %(after_seq)s
   AND (%(tenant)s::text IS NULL OR s.tenant = %(tenant)s)
 ORDER BY t.seq
 LIMIT %(limit)s
-

@@ -4,12 +4,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck pytest bench load clean
+.PHONY: setup demo test lint typecheck pytest bench load clean engine images test-docker
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,load,agents]"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,load,api,agents,containers]"
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -21,6 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/hadolint deploy/Dockerfile deploy/postgres.Dockerfile
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -35,6 +36,20 @@ bench: $(STAMP)
 
 load: $(STAMP)
 	$(BIN)/pytest loadtest --run-load
+
+# Containers: a Docker engine of our own (deploy/dockerd.sh), the images built on it,
+# and the tests that need both (skipped by `make test` when no engine answers).
+ENGINE_HOST := $${DOCKER_HOST:-unix:///run/stint-docker.sock}
+
+engine:
+	@docker -H $(ENGINE_HOST) version >/dev/null 2>&1 || deploy/dockerd.sh start
+
+images: engine
+	DOCKER_HOST=$(ENGINE_HOST) deploy/build-images.sh
+
+test-docker: $(STAMP) images
+	DOCKER_HOST=$(ENGINE_HOST) STINT_REQUIRE_DOCKER=1 $(BIN)/pytest -q -m docker \
+		tests/deploy tests/integration/test_load_backends.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -22,6 +22,7 @@ from stint.postgres.scratch import ScratchDatabases, ScratchSchemas, ScratchTarg
 from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.pool import Pool, open_pool
+from tests.passwords import PasswordDatabase, create_password_database
 from tests.workers import Cluster
 
 Scratch = ScratchDatabases | ScratchSchemas
@@ -48,6 +49,23 @@ def pg_cluster(pg_template: ThrowawayTemplate) -> ThrowawayCluster | None:
     if os.environ.get("STINT_TEST_DATABASE_URL"):
         return None
     return pg_template.new_cluster()
+
+
+@pytest.fixture(scope="session")
+def scram_cluster(pg_template: ThrowawayTemplate) -> Iterator[ThrowawayCluster]:
+    """A throwaway server that checks passwords (SCRAM) over TCP, as a real one does."""
+    cluster = pg_template.new_cluster()
+    try:
+        cluster.require_passwords()
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@pytest.fixture
+def password_db(scram_cluster: ThrowawayCluster) -> PasswordDatabase:
+    """A fresh database on the SCRAM server, with an owner and an app login."""
+    return create_password_database(scram_cluster)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

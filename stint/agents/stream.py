@@ -109,15 +109,17 @@ class DeltaCoalescer:
             self._error = exc
 
     async def _flush(self, *, everything: bool) -> None:
-        """Write the pending deltas, at most ``flush_deltas`` per event; unless
-        ``everything``, only those pending when it began (later ones wait their turn)."""
+        """Write the pending deltas, at most ``flush_deltas`` per event. Unless
+        ``everything``, only full batches and a batch whose oldest delta is due:
+        a remainder waits for its own batch to fill or its own clock to run out,
+        however late the writer got to run."""
         async with self._lock:
-            left = len(self._pending)
-            while self._pending and (everything or left > 0):
-                size = self._flush_deltas if everything else min(self._flush_deltas, left)
-                batch = self._pending[:size]
+            while self._pending:
+                batch = self._pending[: self._flush_deltas]
+                due = batch[0][0] + self._flush_seconds <= time.monotonic()
+                if not everything and len(batch) < self._flush_deltas and not due:
+                    return
                 del self._pending[: len(batch)]
-                left -= len(batch)
                 payload = {
                     **self._base,
                     "try": self._try,

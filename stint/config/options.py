@@ -19,6 +19,13 @@ def add_setting(parser: argparse.ArgumentParser, flag: str, field_name: str, **k
     default = info.default if info.default is not PydanticUndefined else None
     if field_name == "database_url":
         default = "empty: embedded PostgreSQL"
+        help_text = (
+            f"{info.description} ({env_name(field_name)}; default {default}). "
+            "Careful: a command line is visible to every user of the machine (ps, "
+            "/proc); prefer STINT_DATABASE_URL or STINT_DATABASE_URL_FILE"
+        )
+        parser.add_argument(flag, dest=field_name, default=None, help=help_text, **kwargs)
+        return
     elif default in (None, []):
         default = "unset"
     help_text = f"{info.description} ({env_name(field_name)}; default {default})"

@@ -11,13 +11,21 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import annotated_types
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from stint.store.config import StoreConfig, validate_schema_name
+from stint.store.config import StoreConfig, validate_role_name, validate_schema_name
+from stint.store.conninfo import parse_conninfo
 from stint.store.errors import ConfigError
 
-__all__ = ["Settings", "SettingsError", "env_name", "load_settings"]
+__all__ = ["Settings", "SettingsError", "env_name", "field_range", "load_settings"]
 
 _DEFAULT_HARNESS = "stint.worker.scripted:harness"
 _SECRET_FIELDS = frozenset({"database_url", "model_api_key"})
@@ -36,6 +44,14 @@ class Settings(BaseSettings):
 
     database_url: SecretStr = Field(
         SecretStr(""), description="PostgreSQL URL; empty uses the embedded PostgreSQL"
+    )
+    database_url_file: Path | None = Field(
+        None, description="file holding the PostgreSQL URL (the container convention for secrets)"
+    )
+    app_role: str = Field(
+        "",
+        description="role `stint migrate` grants the worker/API privileges to (DML only); "
+        "empty grants nothing",
     )
     db_schema: str = Field(
         "stint",
@@ -90,6 +106,31 @@ class Settings(BaseSettings):
     max_input_bytes: int = Field(
         262_144, ge=256, le=16_777_216, description="largest turn input accepted"
     )
+    health_port: int = Field(
+        0, ge=0, le=65535, description="port serving /livez and /readyz; 0 means off"
+    )
+
+    api_host: str = Field("127.0.0.1", description="address the HTTP API listens on")
+    api_port: int = Field(8000, ge=1, le=65_535, description="port the HTTP API listens on")
+    api_pool_size: int = Field(8, ge=1, le=200, description="API connections for request handlers")
+    api_follow_pool_size: int = Field(
+        4, ge=1, le=200, description="API connections for event followers' catch-up reads"
+    )
+    api_max_body_bytes: int = Field(
+        1_048_576, ge=1024, le=67_108_864, description="largest HTTP request body accepted"
+    )
+    api_keepalive_seconds: float = Field(
+        15.0, ge=0.05, le=3600, description="seconds between keepalive comments on an idle stream"
+    )
+    api_retry_after_seconds: int = Field(
+        1, ge=1, le=3600, description="Retry-After sent with 429 and 503 answers"
+    )
+    api_max_followers: int = Field(
+        10_000, ge=1, le=1_000_000, description="event streams one API process serves at once"
+    )
+    api_shutdown_seconds: int = Field(
+        5, ge=0, le=3600, description="SIGTERM grace for open requests and streams"
+    )
 
     # The agents harness (stint.agents:chat); read only when it is the harness.
     model_base_url: str = Field(
@@ -124,6 +165,48 @@ class Settings(BaseSettings):
     stream_flush_deltas: int = Field(
         50, ge=1, le=10_000, description="token deltas written at most per event"
     )
+    max_input_depth: int = Field(
+        64, ge=1, le=512, description="deepest JSON nesting accepted in a turn input or answer"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _url_from_file(cls, data: Any) -> Any:
+        """STINT_DATABASE_URL_FILE: read the URL from a file (never both)."""
+        if not isinstance(data, dict) or not data.get("database_url_file"):
+            return data
+        if data.get("database_url"):
+            raise ValueError(
+                "set STINT_DATABASE_URL or STINT_DATABASE_URL_FILE (or --database-url), not both"
+            )
+        path = Path(data["database_url_file"])
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise ValueError(f"STINT_DATABASE_URL_FILE={path}: cannot read it: {why}") from None
+        if not text:
+            raise ValueError(f"STINT_DATABASE_URL_FILE={path}: the file is empty")
+        return {**data, "database_url": text}
+
+    @field_validator("database_url")
+    @classmethod
+    def _parsable_url(cls, value: SecretStr) -> SecretStr:
+        text = value.get_secret_value()
+        if not text.strip():
+            return SecretStr("")
+        try:
+            return SecretStr(parse_conninfo(text).conninfo)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("app_role")
+    @classmethod
+    def _plain_role(cls, value: str) -> str:
+        try:
+            return validate_role_name(value) if value else value
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
 
     @field_validator("db_schema")
     @classmethod
@@ -139,6 +222,12 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [p.strip() for p in value.split(",") if p.strip()]
         return value
+
+    def secrets(self) -> list[str]:
+        """Values no log line may show (the database password, when the URL has one)."""
+        url = self.database_url.get_secret_value()
+        password = parse_conninfo(url).password if url else None
+        return [password] if password else []
 
     def store_config(self, conninfo: str) -> StoreConfig:
         """The store's view of these settings, for a resolved connection string."""
@@ -159,7 +248,9 @@ def env_name(field_name: str) -> str:
     return f"STINT_{field_name.upper()}"
 
 
-def _allowed(field_name: str) -> str:
+def field_range(field_name: str) -> tuple[Any, Any]:
+    """A bounded setting's (low, high), so a flag with the same meaning (``enqueue
+    --timeout`` and STINT_TURN_TIMEOUT) accepts exactly the same values."""
     info = Settings.model_fields[field_name]
     low = high = None
     for item in info.metadata:
@@ -167,26 +258,43 @@ def _allowed(field_name: str) -> str:
             low = item.ge
         elif isinstance(item, annotated_types.Le):
             high = item.le
+    return low, high
+
+
+def _allowed(field_name: str) -> str:
+    info = Settings.model_fields[field_name]
+    low, high = field_range(field_name)
     if low is not None and high is not None:
         return f"allowed range {low}..{high}"
     return f"expected {info.description}" if info.description else ""
 
 
 def describe_error(exc: ValidationError) -> str:
-    """One line per bad variable: its name, the value given, what is allowed."""
+    """One line per bad variable: its name, the value given, what is allowed.
+
+    The database URL is never shown: its own message (already redacted) says
+    what is wrong with it.
+    """
     lines = []
     for err in exc.errors():
-        field_name = str(err["loc"][0]) if err["loc"] else "?"
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if not err["loc"]:
+            lines.append(message)
+            continue
+        field_name = str(err["loc"][0])
         if field_name not in Settings.model_fields:
             field_name = "db_schema" if field_name == "STINT_SCHEMA" else field_name
+        if field_name == "database_url":
+            lines.append(f"{message}")
+            continue
         given = err.get("input")
         shown = given if isinstance(given, str | int | float) else type(given).__name__
         if field_name in _SECRET_FIELDS:
             shown = "<hidden>"
         lines.append(
-            f"{env_name(field_name)}={shown!s}: {err['msg']} ({_allowed(field_name)})"
+            f"{env_name(field_name)}={shown!s}: {message} ({_allowed(field_name)})"
             if field_name in Settings.model_fields
-            else f"{field_name}: {err['msg']}"
+            else f"{field_name}: {message}"
         )
     return "invalid configuration: " + "; ".join(lines)
 

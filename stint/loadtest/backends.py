@@ -5,7 +5,7 @@ the same resources each time, so every case gets a fresh server limited to
 1 CPU and 1 GiB. The kind is chosen once per run, best first:
 
 1. ``container``: a container through testcontainers, when a Docker engine
-   answers; Docker enforces the limits.
+   answers and has Stint's PostgreSQL image; Docker enforces the limits.
 2. ``url``: the server at ``STINT_LOAD_DATABASE_URL``; each case creates and
    drops a schema of its own there and touches nothing else. Its limits are
    whatever that server has, so they are reported as unknown.
@@ -21,7 +21,6 @@ every case's report, so no figure is read without what bounded it.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import re
 import shutil
@@ -34,7 +33,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from stint.loadtest.cgroups import Cgroup, cgroup_support
-from stint.loadtest.container import CONTAINER_VERSION, ContainerServer, docker_engine_answers
+from stint.loadtest.container import CONTAINER_VERSION, ContainerServer, container_unavailable
 from stint.loadtest.errors import BackendError, noting_failure
 from stint.loadtest.model import Backend
 from stint.postgres.pgbin import run_pg
@@ -150,6 +149,8 @@ class LoadBackends:
         self._cgroups = cgroup_support()
         self._url = os.environ.get(URL_ENV) or None
         self._url_shown = ""
+        self.container_unavailable: str | None = None
+        """Why the container kind was not chosen (None when it was)."""
         self.kind = self._choose()
         self._template: ThrowawayTemplate | None = None
         self._schemas: ScratchSchemas | None = None
@@ -233,7 +234,8 @@ class LoadBackends:
     # ------------------------------------------------------------------ internals
 
     def _choose(self) -> BackendKind:
-        if importlib.util.find_spec("testcontainers") is not None and docker_engine_answers():
+        self.container_unavailable = container_unavailable()
+        if self.container_unavailable is None:
             return "container"
         if self._url:
             return "url"

@@ -36,7 +36,7 @@ from stint.store.config import ROLE_CLI
 from stint.store.pool import open_pool
 from stint.store.probe import ProbeStore
 
-__all__ = ["WORKER_SETTINGS", "run_case"]
+__all__ = ["WORKER_SETTINGS", "burst", "burst_deadline", "run_case", "until_finished"]
 
 # What the workers run with, as in the seed measurement: 250 ms polling, 30 s
 # leases, 5 s database deadlines. Passed explicitly so the report states them.
@@ -60,7 +60,7 @@ def _children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def _burst(
+async def burst(
     client: ClientStore, sessions: list[UUID], turn_input: dict[str, Any], phase: str
 ) -> None:
     await asyncio.gather(
@@ -76,7 +76,7 @@ async def _burst(
     )
 
 
-async def _until_finished(
+async def until_finished(
     probe: ProbeStore,
     *,
     target: int,
@@ -101,7 +101,7 @@ async def _until_finished(
         await asyncio.sleep(_POLL_S)
 
 
-def _burst_deadline(spec: CaseSpec) -> float:
+def burst_deadline(spec: CaseSpec) -> float:
     """Generous: ten times the physical minimum, at least a minute."""
     minimum = spec.sessions / spec.physical_limit
     return time.monotonic() + max(60.0, 10 * minimum)
@@ -241,23 +241,23 @@ async def _measure(
             for i in range(spec.workers)
         ]
         sampler.track(procs)
-        await _burst(client, sessions, work.turn_input, "cold")
-        await _until_finished(
+        await burst(client, sessions, work.turn_input, "cold")
+        await until_finished(
             probe,
             target=spec.sessions,
             offset=0,
-            deadline=_burst_deadline(spec),
+            deadline=burst_deadline(spec),
             phase="cold",
             progress=progress,
             procs=procs,
         )
-        await _until_registered(probe, spec.workers, _burst_deadline(spec))
-        await _burst(client, sessions, work.turn_input, "warm")
-        await _until_finished(
+        await _until_registered(probe, spec.workers, burst_deadline(spec))
+        await burst(client, sessions, work.turn_input, "warm")
+        await until_finished(
             probe,
             target=2 * spec.sessions,
             offset=spec.sessions,
-            deadline=_burst_deadline(spec),
+            deadline=burst_deadline(spec),
             phase="warm",
             progress=progress,
             procs=procs,

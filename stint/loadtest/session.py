@@ -44,6 +44,8 @@ class LoadSession:
         self._cases = self._progress.add_task("load cases", total=planned)
         self._turns = self._progress.add_task("turns", total=1)
         self._console.print(f"load matrix: {planned} cases; {self._backends.describe()}")
+        if self._backends.container_unavailable:
+            self._console.print(f"(no container backend: {self._backends.container_unavailable})")
         self._progress.start()
 
     def run(self, spec: CaseSpec) -> CaseReport:

@@ -55,7 +55,8 @@ def _journal_keys(journals: Path) -> Counter[tuple[str, str]]:
 
 
 def _effect_checks(db: DatabaseEvidence, journals: Path) -> list[Check]:
-    lines = _journal_keys(journals)
+    found = journals.is_dir()
+    lines = _journal_keys(journals) if found else Counter()
     duplicates = [f"{s}/{k} x{n}" for (s, k), n in lines.items() if n > 1]
     tool_steps = {
         (str(r.session_id), r.step_key): r.status for r in db.steps if r.kind is StepKind.TOOL
@@ -71,7 +72,15 @@ def _effect_checks(db: DatabaseEvidence, journals: Path) -> list[Check]:
         for (s, k) in lines
         if tool_steps.get((s, k)) not in (StepStatus.COMMITTED, StepStatus.UNKNOWN)
     ]
+    tool_step_count = len(tool_steps)
     return [
+        # A missing journals folder (wrong STINT_WORKSPACE, another machine) would
+        # make every effect check below pass on no evidence at all: say so.
+        Check(
+            "journals_found",
+            found or not tool_step_count,
+            {"journals": str(journals), "exists": found, "tool_steps": tool_step_count},
+        ),
         Check(
             "no_duplicate_effects",
             not duplicates and all(n == 1 for n in step_counts.values()),
@@ -115,7 +124,12 @@ def _attempts_check(db: DatabaseEvidence, faults: Mapping[UUID, int]) -> Check:
 
 
 def _turn_checks(db: DatabaseEvidence, *, quiesced: bool) -> list[Check]:
-    unfinished = {s: n for s, n in db.turns_by_status.items() if not TurnStatus(s).terminal}
+    # A parked turn waits for a human's answer: it is neither lost nor stuck.
+    unfinished = {
+        s: n
+        for s, n in db.turns_by_status.items()
+        if not TurnStatus(s).terminal and s != TurnStatus.PARKED
+    }
     checks = [
         Check(
             "contiguous_event_cursors",

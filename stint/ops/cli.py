@@ -1,65 +1,89 @@
 """``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
-status, check, size, demo, embedded)."""
+status, check, size, demo, embedded, keys, api).
+
+Exit codes, the same for every command: 0 done; 1 a failure (the database, a
+failed check); 2 bad input or configuration (one line on stderr, nothing
+written); 3 refused by the queue (full, or busy with ``--busy reject``); 130
+interrupted; 141 the reader of standard output went away (``| head``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import uvloop
 
 from stint.config.logs import setup_logging
 from stint.config.options import add_setting, overrides_from
-from stint.config.settings import Settings, SettingsError, load_settings
+from stint.config.settings import Settings, SettingsError, field_range, load_settings
 from stint.config.target import embedded_cluster, resolve_store_config, workspace_dir
 from stint.ops.checks import run_checks
 from stint.ops.follow import follow_events
+from stint.ops.inputs import (
+    UsageError,
+    check_argv,
+    check_label,
+    parse_json,
+    parse_object,
+    parse_seconds,
+    read_text,
+)
+from stint.ops.show import session_json, turn_of_session_json
 from stint.ops.sizing import measured_profile, render_sizing, size
 from stint.ops.status import render_status
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.controls import ControlStore
-from stint.store.errors import InvalidInput, QueueFull, SessionBusy, StoreError
+from stint.store.errors import (
+    InvalidInput,
+    QueueFull,
+    SessionBusy,
+    StoreError,
+    UnknownSession,
+    UnknownTurn,
+)
+from stint.store.keys import KeyStore
 from stint.store.migrate import migrate
+from stint.store.models import ApiKey
 from stint.store.pool import open_pool
+from stint.store.usage import UsageStore
 from stint.store.vocabulary import BusyStrategy, ControlAction
 
 __all__ = ["main"]
 
+EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_QUEUE_FULL = 3
+EXIT_INTERRUPTED = 130
+EXIT_PIPE_CLOSED = 141
 
 
-class UsageError(Exception):
-    """Bad command-line input; exit 2 with one line, nothing written."""
+class _Parser(argparse.ArgumentParser):
+    """argparse with its complaint on one line (usage stays in ``--help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
 
 
-def _parse_json(text: str, limit: int) -> Any:
-    if len(text.encode()) > limit:
-        raise UsageError(f"input is {len(text.encode())} bytes, larger than the limit {limit}")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"input is not valid JSON: {exc}") from None
-
-
-def _parse_input(text: str, limit: int) -> dict[str, Any]:
-    value = _parse_json(text, limit)
-    if not isinstance(value, dict):
-        raise UsageError(f"input must be a JSON object, not {type(value).__name__}")
-    return value
-
-
-def _parse_session(text: str) -> uuid.UUID:
+def _parse_id(text: str, what: str = "session") -> uuid.UUID:
     try:
         return uuid.UUID(text)
     except ValueError:
-        raise UsageError(f"not a session id: {text!r}") from None
+        raise UsageError(f"not a {what} id: {text[:60]!r}") from None
+
+
+def _timeout(text: str) -> float:
+    low, high = field_range("turn_timeout")
+    return parse_seconds(text, low=low, high=high, what="--timeout")
 
 
 async def _with_client(config: StoreConfig, action: Callable[[ClientStore], Awaitable[int]]) -> int:
@@ -72,47 +96,55 @@ async def _with_client(config: StoreConfig, action: Callable[[ClientStore], Awai
 
 async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
     config = resolve_store_config(settings)
-    applied = await migrate(config)
+    applied = await migrate(config, app_role=settings.app_role or None)
     for migration in applied:
         print(f"applied {migration.label}")
     print(f"schema {config.schema}: {len(applied)} migration(s) applied, up to date")
+    if settings.app_role:
+        print(f"role {settings.app_role}: granted the worker/API privileges on {config.schema}")
     return 0
 
 
 async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if args.input_json == "-" else args.input_json
-    turn_input = _parse_input(text, settings.max_input_bytes)
-    session_id = _parse_session(args.session) if args.session else None
+    text = read_text(args.input_json, sys.stdin.buffer)
+    turn_input = parse_object(
+        text, max_bytes=settings.max_input_bytes, max_depth=settings.max_input_depth
+    )
+    session_id = _parse_id(args.session) if args.session else None
+    key = check_label("--idempotency-key", args.idempotency_key)
+    tenant = check_label("--tenant", args.tenant)
+    pin = check_label("--pin", args.pin)
+    timeout = _timeout(args.timeout) if args.timeout is not None else None
     config = resolve_store_config(settings)
 
     async def enqueue(client: ClientStore) -> int:
         result = await client.turns_enqueue(
             session_id=session_id,
-            idempotency_key=args.idempotency_key or str(uuid.uuid4()),
+            idempotency_key=key or str(uuid.uuid4()),
             turn_input=turn_input,
-            tenant=args.tenant,
-            pin=args.pin,
+            tenant=tenant,
+            pin=pin,
             queue_limit=settings.session_queue_limit,
-            timeout_seconds=args.timeout,
+            timeout_seconds=timeout,
             busy=BusyStrategy(args.busy),
+            # With a key and no session, a retry must find the session, not make another.
+            session_key=key if session_id is None else None,
         )
-        line = {
-            "session_id": str(result.session_id),
-            "turn_id": str(result.turn_id),
-            "seq": result.seq,
-            "created": result.created,
-        }
-        print(json.dumps(line))
+        print(json.dumps(result.as_json()))
         return 0
 
     return await _with_client(config, enqueue)
 
 
 async def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
-    session_id = _parse_session(args.session)
+    session_id = _parse_id(args.session)
+    if args.after < 0:
+        raise UsageError(f"--after must be 0 or more, not {args.after}")
     config = resolve_store_config(settings)
 
     async def tail(client: ClientStore) -> int:
+        await client.session_status(session_id=session_id)  # UnknownSession: exit 2
+
         def emit(event: dict[str, Any]) -> None:
             print(json.dumps(event), flush=True)
 
@@ -136,14 +168,15 @@ async def _with_controls(
 
 
 async def cmd_control(settings: Settings, args: argparse.Namespace) -> int:
-    session_id = _parse_session(args.session)
-    turn_id = _parse_session(args.turn) if getattr(args, "turn", None) else None
+    session_id = _parse_id(args.session)
+    turn_id = _parse_id(args.turn, "turn") if getattr(args, "turn", None) else None
+    reason = check_label("--reason", args.reason) or "operator"
 
     async def control(controls: ControlStore) -> int:
         result = await controls.control(
             session_id=session_id,
             action=ControlAction(args.command),
-            reason=args.reason,
+            reason=reason,
             turn_id=turn_id,
         )
         print(json.dumps(result.as_json()))
@@ -153,44 +186,40 @@ async def cmd_control(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
-    session_id = _parse_session(args.session)
-    answer = _parse_json(args.answer_json, settings.max_input_bytes)
+    session_id = _parse_id(args.session)
+    step_key = check_label("STEP_KEY", args.step_key) or ""
+    text = read_text(args.answer_json, sys.stdin.buffer)
+    answer = parse_json(
+        text, max_bytes=settings.max_input_bytes, max_depth=settings.max_input_depth
+    )
 
     async def record(controls: ControlStore) -> int:
-        turn_id = await controls.answer(
-            session_id=session_id, step_key=args.step_key, answer=answer
-        )
-        print(json.dumps({"session_id": str(session_id), "turn_id": str(turn_id), "resumed": True}))
+        result = await controls.answer(session_id=session_id, step_key=step_key, answer=answer)
+        print(json.dumps(result.as_json()))
         return 0
 
     return await _with_controls(settings, record)
 
 
 async def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
-    from stint.ops.show import session_json, sum_usage, turn_json
-    from stint.store.usage import UsageStore
-
-    session_id = _parse_session(args.session)
-    turn_id = _parse_session(args.turn) if args.turn else None
+    session_id = _parse_id(args.session)
+    turn_id = _parse_id(args.turn, "turn") if args.turn else None
     config = resolve_store_config(settings)
     pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
     try:
-        usage = UsageStore(config, pool)
-        found = await usage.session_usage(session_id=session_id)
-        if found is None:
-            raise UsageError(f"no session {session_id}")
-        totals = sum_usage(found.turns)
-        if turn_id is None:
-            print(json.dumps(session_json(found, totals=totals), indent=2, default=str))
-            return 0
-        turn = next((t for t in found.turns if t.turn_id == turn_id), None)
-        if turn is None:
-            raise UsageError(f"session {session_id} has no turn {turn_id}")
-        shown = {"session_id": str(session_id), **turn_json(turn), "session_usage": totals}
-        print(json.dumps(shown, indent=2, default=str))
-        return 0
+        found = await UsageStore(config, pool).session_usage(session_id=session_id)
     finally:
         await pool.close()
+    if found is None:
+        raise UnknownSession(session=session_id)
+    if turn_id is None:
+        print(json.dumps(session_json(found), indent=2))
+        return 0
+    turn = next((t for t in found.turns if t.turn_id == turn_id), None)
+    if turn is None:
+        raise UnknownTurn(session=session_id, turn=turn_id)
+    print(json.dumps(turn_of_session_json(found, turn), indent=2))
+    return 0
 
 
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
@@ -247,6 +276,53 @@ async def cmd_embedded(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_json(key: ApiKey) -> dict[str, Any]:
+    return {
+        "key_id": key.id,
+        "tenant": key.tenant,
+        "read_only": key.read_only,
+        "label": key.label,
+        "created_at": key.created_at.isoformat(),
+        "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+    }
+
+
+async def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
+    """API keys: the token is printed once, at creation; only its hash is stored."""
+    config = resolve_store_config(settings)
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        keys = KeyStore(config, pool)
+        if args.action == "create":
+            new = await keys.keys_create(
+                tenant=args.tenant, read_only=args.read_only, label=args.label
+            )
+            print(json.dumps({**_key_json(new.key), "token": new.token}))
+            print("stint keys: the token is shown only now; store it as a secret", file=sys.stderr)
+        elif args.action == "list":
+            for key in await keys.keys_list(tenant=args.tenant):
+                print(json.dumps(_key_json(key)))
+        else:
+            revoked = await keys.keys_revoke(key_id=args.key_id)
+            if revoked is None:
+                raise UsageError(f"no live key with id {args.key_id!r}")
+            print(json.dumps(_key_json(revoked)))
+    finally:
+        await pool.close()
+    return 0
+
+
+def cmd_api(settings: Settings, args: argparse.Namespace) -> int:
+    """Runs its own event loop (uvicorn's), so it is not a coroutine like the others."""
+    try:
+        from stint.api.server import serve
+    except ImportError as exc:
+        raise UsageError(
+            f"the HTTP API needs the api extra: pip install 'stint[api]' ({exc})"
+        ) from None
+    return serve(settings)
+
+
 def _load_matrix(path: Path) -> dict[str, Any]:
     try:
         matrix = json.loads(path.read_text())
@@ -281,13 +357,14 @@ async def cmd_size(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="stint",
         description=(
             "Operate Stint, the PostgreSQL-backed durable agent worker service. Without "
             "STINT_DATABASE_URL every command uses the embedded PostgreSQL."
         ),
     )
+    parser.add_argument("--version", action="version", version=f"stint {package_version('stint')}")
     add_setting(parser, "--database-url", "database_url", metavar="URL")
     add_setting(parser, "--schema", "db_schema", metavar="NAME")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -303,15 +380,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--idempotency-key",
         metavar="K",
-        help="a retry with the same key returns the same turn (default: a random key)",
+        help="a retry with the same key returns the same turn; without --session, the same "
+        "session too (keys are per tenant; default: a random key)",
     )
     p.add_argument("--pin", metavar="P", help="new session only: workers need --pin P to run it")
     p.add_argument("--tenant", metavar="T", help="new session only: tenant label")
     p.add_argument(
         "--timeout",
-        type=float,
         metavar="S",
-        help="interrupt this turn after S seconds (default STINT_TURN_TIMEOUT)",
+        help="interrupt this turn after S seconds, 0.1..86400 (default STINT_TURN_TIMEOUT)",
     )
     p.add_argument(
         "--busy",
@@ -336,7 +413,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("answer", help="answer a parked turn's question; the turn resumes")
     p.add_argument("session", metavar="SESSION", help="the session's id")
     p.add_argument("step_key", metavar="STEP_KEY", help="from the approval.requested event")
-    p.add_argument("answer_json", metavar="ANSWER_JSON", help="the answer, any JSON value")
+    p.add_argument(
+        "answer_json",
+        metavar="ANSWER_JSON",
+        help="the answer, any JSON value; - reads stdin. Answering again with the same "
+        "value is a retry (exit 0); another value is refused (exit 2)",
+    )
     p.set_defaults(run=cmd_answer)
 
     p = sub.add_parser("tail", help="print a session's events as JSON lines")
@@ -383,6 +465,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["start", "stop", "status"])
     p.set_defaults(run=cmd_embedded)
 
+    p = sub.add_parser("keys", help="create, list or revoke API keys for the HTTP API")
+    keys_sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    k = keys_sub.add_parser("create", help="a new key for a tenant; prints its token once")
+    k.add_argument("--tenant", required=True, metavar="T", help="the tenant the key acts for")
+    k.add_argument("--read-only", action="store_true", help="the key may read, not write")
+    k.add_argument("--label", metavar="L", help="a note for operators (who holds it)")
+    k = keys_sub.add_parser("list", help="keys as JSON lines (never their tokens)")
+    k.add_argument("--tenant", metavar="T", help="only this tenant's keys")
+    k = keys_sub.add_parser("revoke", help="revoke a key at once")
+    k.add_argument("key_id", metavar="KEY_ID", help="from keys create or keys list")
+    p.set_defaults(run=cmd_keys)
+
+    p = sub.add_parser(
+        "api",
+        help="serve the HTTP API (needs the api extra); SIGTERM stops it",
+        description="Serve Stint's HTTP API with uvicorn (uvloop, httptools). Every option "
+        "has a STINT_API_* variable; the flag wins.",
+    )
+    add_setting(p, "--host", "api_host", metavar="ADDR")
+    add_setting(p, "--port", "api_port", type=int, metavar="PORT")
+    p.set_defaults(run=cmd_api, blocking=True)
+
     p = sub.add_parser(
         "size", help="workers x slots for a workload, from a load-test matrix.json (no database)"
     )
@@ -409,16 +513,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _stdout_gone() -> int:
+    """The reader closed our standard output (``stint tail S | head -1``): stop
+    quietly, and keep the interpreter's final flush from raising again."""
     try:
-        settings = load_settings(**overrides_from(args, "database_url", "db_schema", "workspace"))
-    except SettingsError as exc:
-        print(f"stint: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    setup_logging(settings.log_level)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_PIPE_CLOSED
+
+
+def _run(settings: Settings, args: argparse.Namespace) -> int:
     try:
+        if getattr(args, "blocking", False):
+            blocking: int = args.run(settings, args)
+            return blocking
         code: int = uvloop.run(args.run(settings, args))
+        sys.stdout.flush()
         return code
     except (UsageError, InvalidInput) as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
@@ -428,9 +540,30 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_QUEUE_FULL
     except StoreError as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
+    except BrokenPipeError:
+        return _stdout_gone()
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def main(argv: list[str] | None = None) -> int:
+    raw = sys.argv[1:] if argv is None else argv
+    try:
+        check_argv(raw)
+    except UsageError as exc:
+        print(f"stint: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    args = build_parser().parse_args(raw)
+    try:
+        settings = load_settings(
+            **overrides_from(args, "database_url", "db_schema", "workspace", "api_host", "api_port")
+        )
+    except SettingsError as exc:
+        print(f"stint: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    setup_logging(settings.log_level, secrets=settings.secrets())
+    return _run(settings, args)
 
 
 if __name__ == "__main__":

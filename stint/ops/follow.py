@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
+from stint.store.backoff import Backoff
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.errors import StoreError
 from stint.store.listen import Listener
-from stint.worker.backoff import Backoff
 
 __all__ = ["follow_events"]
 

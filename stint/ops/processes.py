@@ -1,4 +1,5 @@
-"""Start and stop real ``worker`` processes (the demo and the tests use these)."""
+"""Start and stop real ``worker`` and ``stint api`` processes (the demo, the tests and
+the load test use these)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["spawn_worker", "stop_workers"]
+__all__ = ["spawn_api", "spawn_worker", "stop_workers"]
 
 
 def spawn_worker(
@@ -21,6 +22,26 @@ def spawn_worker(
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m stint.worker.main ARGS`` with ``env`` added to this environment,
     inside the given cgroups (their ``cgroup.procs`` files) before it runs."""
+    return _spawn(["stint.worker.main", *args], env, log_path, cgroup_procs)
+
+
+def spawn_api(
+    *,
+    env: Mapping[str, str],
+    port: int,
+    log_path: Path | None = None,
+    cgroup_procs: Sequence[Path] = (),
+) -> subprocess.Popen[bytes]:
+    """Start ``stint api --port PORT`` (on 127.0.0.1 unless ``env`` says otherwise)."""
+    return _spawn(["stint.ops.cli", "api", "--port", str(port)], env, log_path, cgroup_procs)
+
+
+def _spawn(
+    module_args: Sequence[str],
+    env: Mapping[str, str],
+    log_path: Path | None,
+    cgroup_procs: Sequence[Path],
+) -> subprocess.Popen[bytes]:
     out = log_path.open("ab") if log_path else subprocess.DEVNULL
 
     def join_cgroups() -> None:
@@ -29,7 +50,7 @@ def spawn_worker(
 
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "stint.worker.main", *args],
+            [sys.executable, "-m", *module_args],
             env={**os.environ, **env},
             stdout=out,
             stderr=subprocess.STDOUT,

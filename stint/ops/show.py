@@ -1,18 +1,26 @@
-"""``stint show``: a session's turns — status, output, error — and what their model calls used.
+"""``stint show SESSION [--turn T]``: what a session's turns did, as JSON.
 
-Usage is summed per turn and per session from the committed model steps
-(``stint.store.usage``). A sum nobody reported stays null: a scripted turn has
-no tokens, which is not the same as zero tokens.
+A turn's status, output and error, when it ran, and what its model calls used;
+for a whole session the turns in order and the usage summed over them. The
+operator's way to see what a turn produced without reading the event log.
+Usage sums nobody reported stay null: a scripted turn has no tokens, which is
+not the same as zero tokens. ``turn_json`` and ``session_json`` are the one
+place these shapes are decided (the README's tables are checked against them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from stint.store.usage import USAGE_FIELDS, SessionUsage, TurnUsage
 
-__all__ = ["session_json", "sum_usage", "turn_json"]
+__all__ = ["session_json", "sum_usage", "turn_json", "turn_of_session_json"]
+
+
+def _when(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 def sum_usage(turns: Iterable[TurnUsage]) -> dict[str, int | None]:
@@ -32,18 +40,34 @@ def turn_json(turn: TurnUsage) -> dict[str, Any]:
         "turn_id": str(turn.turn_id),
         "seq": turn.seq,
         "status": turn.status,
+        "reason": turn.reason,
         "attempts": turn.attempts,
+        "worker_id": turn.worker_id,
         "output": turn.output,
         "error": turn.error,
+        "enqueued_at": _when(turn.enqueued_at),
+        "started_at": _when(turn.started_at),
+        "finished_at": _when(turn.finished_at),
         "usage": turn.usage(),
     }
 
 
-def session_json(session: SessionUsage, *, totals: dict[str, int | None]) -> dict[str, Any]:
+def session_json(session: SessionUsage) -> dict[str, Any]:
+    """The session and every turn, with the usage summed over them."""
     return {
         "session_id": str(session.session_id),
-        "status": session.status,
+        "session_status": session.status,
         "last_event_seq": session.last_event_seq,
-        "usage": totals,
+        "usage": sum_usage(session.turns),
         "turns": [turn_json(t) for t in session.turns],
+    }
+
+
+def turn_of_session_json(session: SessionUsage, turn: TurnUsage) -> dict[str, Any]:
+    """One turn, with its session's status and summed usage beside it."""
+    return {
+        "session_id": str(session.session_id),
+        "session_status": session.status,
+        "session_usage": sum_usage(session.turns),
+        "turn": turn_json(turn),
     }

@@ -4,25 +4,43 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from typing import Any
 
 from stint.store.models import StatusSummary
 
-__all__ = ["render_status"]
+__all__ = ["render_status", "status_json"]
+
+
+def status_json(summary: StatusSummary) -> dict[str, Any]:
+    """The JSON form: every field of the summary; a worker whose heartbeat outlived
+    its lease has ``state`` ``dead`` (its row may still say running)."""
+    data = asdict(summary)
+    for row, worker in zip(data["workers"], summary.workers, strict=True):
+        row["state"] = worker.shown_state
+    return data
 
 
 def render_status(summary: StatusSummary, *, as_json: bool) -> str:
     if as_json:
-        return json.dumps(asdict(summary), indent=2, sort_keys=True)
-    lines = [f"workers: {len(summary.workers)}"]
+        return json.dumps(status_json(summary), indent=2, sort_keys=True)
+    alive = sum(1 for w in summary.workers if w.alive and w.state != "stopped")
+    lines = [f"workers: {len(summary.workers)} ({alive} alive)"]
     for w in summary.workers:
         pins = ",".join(w.pins) or "-"
         lines.append(
-            f"  {w.id}  {w.state:<8} slots {w.slots}  active {w.active}  "
+            f"  {w.id}  {w.shown_state:<8} slots {w.slots}  active {w.active}  "
             f"heartbeat {w.heartbeat_age:.1f}s ago  pins {pins}  v{w.version}"
         )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.sessions.items())) or "none"
     lines.append(f"sessions: {counts}")
-    lines.append(f"queued turns: {summary.queued_turns}")
+    lines.append(
+        f"turns: {summary.queued_turns} queued, {summary.running_turns} running, "
+        f"{summary.parked_turns} parked (waiting for an answer)"
+    )
+    if summary.ready_without_worker:
+        lines.append(
+            f"ready sessions waiting because no worker is alive: {summary.ready_without_worker}"
+        )
     if summary.ready_unaccepted:
         lines.append(f"ready sessions no live worker accepts (pins): {summary.ready_unaccepted}")
     age = summary.oldest_ready_age

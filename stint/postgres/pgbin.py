@@ -395,6 +395,17 @@ def write_auto_conf(pgdata: Path, settings: Mapping[str, str], run_as: RunAs | N
     tmp.replace(path)
 
 
+def write_hba(pgdata: Path, lines: Sequence[str], run_as: RunAs | None) -> None:
+    """Replace ``pgdata/pg_hba.conf`` with ``lines`` (the server reads it on reload)."""
+    path = pgdata / "pg_hba.conf"
+    tmp = path.with_name(path.name + ".stint-tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.chmod(0o600)
+    if run_as is not None:
+        os.chown(tmp, run_as.uid, run_as.gid)
+    tmp.replace(path)
+
+
 def _conf_key(line: str) -> str | None:
     stripped = line.strip()
     if not stripped or stripped.startswith("#"):

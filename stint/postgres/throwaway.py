@@ -35,6 +35,7 @@ from stint.postgres.pgbin import (
     run_as_user,
     run_pg,
     write_auto_conf,
+    write_hba,
 )
 from stint.store.errors import EmbeddedPostgresError
 
@@ -103,6 +104,23 @@ class ThrowawayCluster:
             timeout=_START_TIMEOUT_S + 30,
             cgroup_procs=joins,
         )
+
+    def require_passwords(self, *, trusted: str = "postgres") -> None:
+        """Password (SCRAM) authentication over TCP for every role but ``trusted``.
+
+        Throwaway clusters trust everyone on 127.0.0.1; tests of credentials and
+        least-privilege roles need the server to check passwords, as a real one does.
+        """
+        write_hba(
+            self.data_dir,
+            [
+                f"host all {trusted} {_HOST}/32 trust",
+                f"host all all {_HOST}/32 scram-sha-256",
+                "local all all trust",
+            ],
+            self.run_as,
+        )
+        self.restart()  # a reload is asynchronous; a restart has applied it on return
 
     def start(self) -> None:
         """Start the server on ``port``; waits until it accepts connections."""

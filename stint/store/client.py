@@ -1,5 +1,10 @@
 """The client's side of the store: producers enqueue turns, followers read event
-logs, operators read status. (Measurement-only reads live in ``probe``.)"""
+logs, clients read sessions and turns, operators read status. (Measurement-only
+reads live in ``probe``.)
+
+Methods that take ``tenant`` scope what they read to that tenant's sessions:
+another tenant's session is simply not found. ``None`` means no scope (the
+operator's CLI); the API always passes its caller's tenant."""
 
 from __future__ import annotations
 
@@ -8,22 +13,39 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from psycopg.rows import class_row
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow, class_row
 from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
 from stint.store.controls import stop_active_turn
-from stint.store.errors import IdempotencyConflict, QueueFull, SessionBusy, UnknownSession
+from stint.store.errors import (
+    IdempotencyConflict,
+    QueueFull,
+    SessionBusy,
+    UnknownSession,
+    UnknownTurn,
+)
 from stint.store.fetch import fetch_all, fetch_one, fetch_optional
-from stint.store.models import EnqueueResult, Event, StatusSummary, WorkerRow
+from stint.store.models import (
+    EnqueueResult,
+    Event,
+    SessionRecord,
+    StatusSummary,
+    TenantStatus,
+    TurnRecord,
+    TurnView,
+    WorkerRow,
+)
 from stint.store.pool import Pool
 from stint.store.queries import query
 from stint.store.translate import guarded
-from stint.store.vocabulary import BusyStrategy, ControlAction
+from stint.store.vocabulary import BusyStrategy, ControlAction, SessionStatus, TurnStatus
 
 __all__ = ["ClientStore"]
 
-# A worker whose heartbeat is older than this is not counted as live by status.
+# A worker row without a recorded lease (written before migration 0004) is live
+# while its heartbeat is younger than this.
 _LIVE_SECONDS = 90.0
 
 
@@ -56,9 +78,27 @@ class _NewSession:
 
 
 @dataclass(frozen=True)
+class _KeyedSession:
+    id: UUID
+    pin: str | None
+
+
+@dataclass(frozen=True)
+class _FoundSession:
+    id: UUID
+    status: str
+
+
+@dataclass(frozen=True)
 class _QueueSummary:
-    queued_turns: int
     oldest_ready_age: float | None
+
+
+@dataclass(frozen=True)
+class _ReadyBlocked:
+    live_workers: int
+    without_worker: int
+    unaccepted: int
 
 
 @dataclass(frozen=True)
@@ -67,9 +107,26 @@ class _StatusCount:
     count: int
 
 
+async def _keyed_session(
+    conn: AsyncConnection[TupleRow], *, tenant: str | None, pin: str | None, key: str | None
+) -> UUID:
+    """The session an earlier enqueue created with this key (and tenant)."""
+    found = await fetch_one(
+        conn, _KeyedSession, "sessions_find_by_creation_key", tenant=tenant, creation_key=key
+    )
+    if found.pin != pin:
+        raise IdempotencyConflict(
+            "this idempotency key already created a session with another pin; nothing was written",
+            session=found.id,
+            idempotency_key=key,
+        )
+    return found.id
+
+
 @dataclass(frozen=True)
-class _Count:
-    count: int
+class _Capacity:
+    live_workers: int
+    live_slots: int
 
 
 class ClientStore:
@@ -90,6 +147,8 @@ class ClientStore:
         queue_limit: int,
         timeout_seconds: float | None = None,
         busy: BusyStrategy = BusyStrategy.ENQUEUE,
+        within_tenant: str | None = None,
+        session_key: str | None = None,
     ) -> EnqueueResult:
         """Queue one turn in one transaction; on any refusal nothing is written.
 
@@ -97,7 +156,11 @@ class ClientStore:
         are serialised and an idempotency key can never yield two turns. ``busy``
         says what to do when the session already has a turn in progress:
         ``enqueue`` behind it, ``reject`` the input, or ``interrupt`` the running
-        turn and run the new one after it.
+        turn and run the new one after it. With ``within_tenant``, an existing
+        session of another tenant is an ``UnknownSession``. ``session_key``
+        (without ``session_id``) makes creating the session idempotent too: a
+        retry with the same key and tenant finds the session the first call
+        created.
         """
         busy = BusyStrategy(busy)
         payload = Jsonb(turn_input)
@@ -106,14 +169,30 @@ class ClientStore:
             self._pool.connection() as conn,
             conn.transaction(),
         ):
+            new: _NewSession | None = None
             if session_id is None:
-                new = await fetch_one(conn, _NewSession, "sessions_create", tenant=tenant, pin=pin)
+                new = await fetch_optional(
+                    conn,
+                    _NewSession,
+                    "sessions_create",
+                    tenant=tenant,
+                    pin=pin,
+                    creation_key=session_key,
+                )
+            if new is not None:
                 sid = new.id
                 locked = _LockedSession(0, 0, None, False)
             else:
-                sid = session_id
+                # An existing session, or a retry whose key already created one.
+                sid = session_id or await _keyed_session(
+                    conn, tenant=tenant, pin=pin, key=session_key
+                )
                 found = await fetch_optional(
-                    conn, _LockedSession, "sessions_lock_for_enqueue", session_id=sid
+                    conn,
+                    _LockedSession,
+                    "sessions_lock_for_enqueue",
+                    session_id=sid,
+                    tenant=within_tenant,
                 )
                 if found is None:
                     raise UnknownSession(session=sid)
@@ -164,30 +243,151 @@ class ClientStore:
     async def sessions_create(self, *, tenant: str | None = None, pin: str | None = None) -> UUID:
         """A new idle session with no turns (load tests seed these before the burst)."""
         async with guarded("sessions_create", self._config), self._pool.connection() as conn:
-            new = await fetch_one(conn, _NewSession, "sessions_create", tenant=tenant, pin=pin)
+            new = await fetch_one(
+                conn, _NewSession, "sessions_create", tenant=tenant, pin=pin, creation_key=None
+            )
         return new.id
 
-    async def events_after(self, *, session_id: UUID, after: int, limit: int = 500) -> list[Event]:
+    async def events_after(
+        self, *, session_id: UUID, after: int, limit: int = 500, tenant: str | None = None
+    ) -> list[Event]:
         """Events of a session with seq > after, in order (the catch-up read)."""
-        params = {"session_id": session_id, "after": after, "limit": limit}
+        params = {"session_id": session_id, "after": after, "limit": limit, "tenant": tenant}
         async with guarded("events_after", self._config), self._pool.connection() as conn:
             cur = conn.cursor(row_factory=class_row(Event))
             await cur.execute(query("events_after"), params)
             return await cur.fetchall()
 
-    async def status(self) -> StatusSummary:
-        """Workers, sessions by status, queued turns, oldest ready age."""
-        async with guarded("status", self._config), self._pool.connection() as conn:
-            workers = await fetch_all(conn, WorkerRow, "workers_list")
-            counts = await fetch_all(conn, _StatusCount, "sessions_count_by_status")
-            summary = await fetch_one(conn, _QueueSummary, "sessions_queue_summary")
-            unaccepted = await fetch_one(
-                conn, _Count, "sessions_ready_unaccepted", live_seconds=_LIVE_SECONDS
+    async def sessions_get(
+        self, *, session_id: UUID, tenant: str | None = None
+    ) -> SessionRecord | None:
+        """One session, or None when it does not exist (or is not ``tenant``'s)."""
+        async with guarded("sessions_get", self._config), self._pool.connection() as conn:
+            return await fetch_optional(
+                conn, SessionRecord, "sessions_get", session_id=session_id, tenant=tenant
             )
+
+    async def sessions_list(
+        self,
+        *,
+        tenant: str,
+        statuses: list[SessionStatus] | None = None,
+        pin: str | None = None,
+        before: tuple[datetime, UUID] | None = None,
+        limit: int = 50,
+    ) -> list[SessionRecord]:
+        """One page of ``tenant``'s sessions, newest first. ``before`` is the
+        (created_at, id) of the previous page's last row: a keyset, so a page
+        costs the same however deep the client has paged, and rows created
+        meanwhile never shift the pages that follow."""
+        before_at, before_id = before if before is not None else (None, None)
+        async with guarded("sessions_list", self._config), self._pool.connection() as conn:
+            return await fetch_all(
+                conn,
+                SessionRecord,
+                "sessions_list",
+                tenant=tenant,
+                statuses=[str(s) for s in statuses or []],
+                pin=pin,
+                before_created_at=before_at,
+                before_id=before_id,
+                limit=limit,
+            )
+
+    async def turns_get(
+        self, *, session_id: UUID, turn_id: UUID, tenant: str | None = None
+    ) -> TurnRecord | None:
+        """One turn of a session with its output or error, or None."""
+        async with guarded("turns_get", self._config), self._pool.connection() as conn:
+            return await fetch_optional(
+                conn,
+                TurnRecord,
+                "turns_get",
+                session_id=session_id,
+                turn_id=turn_id,
+                tenant=tenant,
+            )
+
+    async def turns_list(
+        self, *, session_id: UUID, after_seq: int = 0, limit: int = 50, tenant: str | None = None
+    ) -> list[TurnRecord]:
+        """A session's turns with seq > after_seq, in order (keyset paging)."""
+        async with guarded("turns_list", self._config), self._pool.connection() as conn:
+            return await fetch_all(
+                conn,
+                TurnRecord,
+                "turns_list",
+                session_id=session_id,
+                after_seq=after_seq,
+                limit=limit,
+                tenant=tenant,
+            )
+
+    async def tenant_status(self, *, tenant: str) -> TenantStatus:
+        """``tenant``'s sessions by status and queue, and the fleet's live capacity."""
+        async with guarded("tenant_status", self._config), self._pool.connection() as conn:
+            counts = await fetch_all(conn, _StatusCount, "sessions_count_by_status", tenant=tenant)
+            turns = await fetch_all(conn, _StatusCount, "turns_count_open", tenant=tenant)
+            summary = await fetch_one(conn, _QueueSummary, "sessions_queue_summary", tenant=tenant)
+            capacity = await fetch_one(
+                conn, _Capacity, "workers_capacity", live_seconds=_LIVE_SECONDS
+            )
+        return TenantStatus(
+            sessions={c.status: c.count for c in counts},
+            queued_turns=sum(c.count for c in turns if c.status == TurnStatus.QUEUED),
+            oldest_ready_age=summary.oldest_ready_age,
+            live_workers=capacity.live_workers,
+            live_slots=capacity.live_slots,
+        )
+
+    async def session_status(self, *, session_id: UUID) -> str:
+        """The session's status; ``UnknownSession`` when there is no such session."""
+        async with guarded("sessions_find", self._config), self._pool.connection() as conn:
+            found = await fetch_optional(
+                conn, _FoundSession, "sessions_find", session_id=session_id
+            )
+        if found is None:
+            raise UnknownSession(session=session_id)
+        return found.status
+
+    async def turn_show(self, *, session_id: UUID, turn_id: UUID | None) -> TurnView:
+        """A turn of a session (``turn_id``, or its latest): status, output, error.
+
+        ``UnknownSession`` without such a session; ``UnknownTurn`` when ``turn_id``
+        is not one of its turns. A session with no turn yet comes back with
+        ``turn_id`` None.
+        """
+        async with guarded("turns_show", self._config), self._pool.connection() as conn:
+            view = await fetch_optional(
+                conn, TurnView, "turns_show", session_id=session_id, turn_id=turn_id
+            )
+        if view is None:
+            raise UnknownSession(session=session_id)
+        if turn_id is not None and view.turn_id is None:
+            raise UnknownTurn(session=session_id, turn=turn_id)
+        return view
+
+    async def status(self) -> StatusSummary:
+        """Workers (dead when their heartbeat outlived their lease), sessions by
+        status, unfinished turns by status, oldest ready age, and ready sessions
+        no live worker will run (none alive, or none accepting their pin)."""
+        async with guarded("status", self._config), self._pool.connection() as conn:
+            workers = await fetch_all(conn, WorkerRow, "workers_list", live_seconds=_LIVE_SECONDS)
+            counts = await fetch_all(conn, _StatusCount, "sessions_count_by_status", tenant=None)
+            turns = await fetch_all(conn, _StatusCount, "turns_count_open", tenant=None)
+            summary = await fetch_one(conn, _QueueSummary, "sessions_queue_summary", tenant=None)
+            blocked = await fetch_one(
+                conn, _ReadyBlocked, "sessions_ready_unaccepted", live_seconds=_LIVE_SECONDS
+            )
+        open_turns = {c.status: c.count for c in turns}
         return StatusSummary(
             workers=workers,
             sessions={c.status: c.count for c in counts},
-            queued_turns=summary.queued_turns,
+            queued_turns=open_turns.get(TurnStatus.QUEUED, 0),
+            running_turns=open_turns.get(TurnStatus.RUNNING, 0),
+            parked_turns=open_turns.get(TurnStatus.PARKED, 0),
             oldest_ready_age=summary.oldest_ready_age,
-            ready_unaccepted=unaccepted.count,
+            live_workers=blocked.live_workers,
+            ready_without_worker=blocked.without_worker,
+            ready_unaccepted=blocked.unaccepted,
         )

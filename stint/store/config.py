@@ -7,13 +7,39 @@ from dataclasses import dataclass, field
 
 from stint.store.errors import ConfigError
 
-__all__ = ["ROLE_CLI", "ROLE_LISTEN", "ROLE_WORKER", "StoreConfig"]
+__all__ = [
+    "ROLE_API",
+    "ROLE_API_FOLLOW",
+    "ROLE_API_LISTEN",
+    "ROLE_CLI",
+    "ROLE_LISTEN",
+    "ROLE_WORKER",
+    "StoreConfig",
+    "validate_role_name",
+    "validate_schema_name",
+]
 
 ROLE_WORKER = "stint-worker-pool"
 ROLE_LISTEN = "stint-worker-listen"
 ROLE_CLI = "stint-cli"
+# The API process: request handlers, followers' catch-up reads, its one LISTEN.
+ROLE_API = "stint-api"
+ROLE_API_FOLLOW = "stint-api-follow"
+ROLE_API_LISTEN = "stint-api-listen"
 
 _PLAIN_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def validate_role_name(name: str) -> str:
+    """Refuse a role name that is not a plain lower-case identifier (like schema names:
+    composed with ``Identifier`` anyway, checked so a typo fails at start)."""
+    if not _PLAIN_IDENTIFIER.fullmatch(name) or name.startswith("pg_"):
+        raise ConfigError(
+            "role name must be a plain identifier: lower-case letters, digits and _, "
+            "not starting with a digit or pg_, at most 63 characters",
+            role=repr(name),
+        )
+    return name
 
 
 def validate_schema_name(name: str) -> str:

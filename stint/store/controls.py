@@ -19,14 +19,14 @@ from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
-from stint.store.errors import NoOpenQuestion, UnknownSession
+from stint.store.errors import AnswerConflict, NoOpenQuestion, UnknownSession, UnknownTurn
 from stint.store.fetch import fetch_all, fetch_optional
 from stint.store.pool import Pool
 from stint.store.queries import query
 from stint.store.translate import guarded
 from stint.store.vocabulary import ControlAction, TurnStatus
 
-__all__ = ["ControlResult", "ControlStore", "stop_active_turn"]
+__all__ = ["AnswerResult", "ControlResult", "ControlStore", "stop_active_turn"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,36 @@ class _TurnId:
 class _Resumed:
     id: UUID
     notified: bool
+
+
+@dataclass(frozen=True)
+class _TurnStatus:
+    status: str
+
+
+@dataclass(frozen=True)
+class _PriorAnswer:
+    turn_id: UUID
+    same_answer: bool
+
+
+@dataclass(frozen=True)
+class AnswerResult:
+    """The turn an answer resumed; ``created`` is false for a retry with the same value."""
+
+    session_id: UUID
+    turn_id: UUID
+    step_key: str
+    created: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_id": str(self.session_id),
+            "turn_id": str(self.turn_id),
+            "step_key": self.step_key,
+            "resumed": True,
+            "created": self.created,
+        }
 
 
 @dataclass(frozen=True)
@@ -116,6 +146,18 @@ async def stop_active_turn(
     return active.id, f"{action.turn_status} in the database ({why})"
 
 
+async def _lock_session(
+    conn: AsyncConnection[TupleRow], session_id: UUID, tenant: str | None
+) -> _LockedSession:
+    """Lock the session row first (controls serialise on it); UnknownSession if absent."""
+    locked = await fetch_optional(
+        conn, _LockedSession, "controls_lock_session", session_id=session_id, tenant=tenant
+    )
+    if locked is None:
+        raise UnknownSession(session=session_id)
+    return locked
+
+
 class ControlStore:
     """``stint cancel``, ``stint interrupt`` and ``stint answer``."""
 
@@ -130,20 +172,32 @@ class ControlStore:
         action: ControlAction,
         reason: str,
         turn_id: UUID | None = None,
+        within_tenant: str | None = None,
     ) -> ControlResult:
         """``cancel``: queued turns (or ``turn_id``) directly, and the running one.
-        ``interrupt``: the running turn only."""
+        ``interrupt``: the running turn only. With ``within_tenant``, a session of
+        another tenant is an ``UnknownSession``."""
         action = ControlAction(action)
         async with (
             guarded(f"control {action}", self._config),
             self._pool.connection() as conn,
             conn.transaction(),
         ):
-            locked = await fetch_optional(
-                conn, _LockedSession, "controls_lock_session", session_id=session_id
-            )
-            if locked is None:
-                raise UnknownSession(session=session_id)
+            locked = await _lock_session(conn, session_id, within_tenant)
+            if turn_id is not None:
+                named = await fetch_optional(
+                    conn,
+                    _TurnStatus,
+                    "controls_turn_of_session",
+                    session_id=session_id,
+                    turn_id=turn_id,
+                )
+                if named is None:
+                    raise UnknownTurn(session=session_id, turn=turn_id)
+                if TurnStatus(named.status).terminal:
+                    return ControlResult(
+                        session_id, [], None, f"turn already {named.status}; nothing to do"
+                    )
             cancelled: list[UUID] = []
             if action is ControlAction.CANCEL:
                 rows = await fetch_all(
@@ -166,10 +220,20 @@ class ControlStore:
                 lease_owner=locked.lease_owner,
                 lease_live=bool(locked.lease_live),
             )
+        if active is None and cancelled:
+            outcome = f"cancelled {len(cancelled)} queued turn(s); no turn was running"
         return ControlResult(session_id, cancelled, active, outcome)
 
-    async def answer(self, *, session_id: UUID, step_key: str, answer: Any) -> UUID:
-        """Record an answer; the parked turn is queued again. Returns the turn id."""
+    async def answer(
+        self, *, session_id: UUID, step_key: str, answer: Any, within_tenant: str | None = None
+    ) -> AnswerResult:
+        """Record an answer; the parked turn is queued again.
+
+        Answering again with the same value is a retry and succeeds without
+        writing (``created`` false); another value is refused (``AnswerConflict``).
+        An unknown session (or another tenant's) is ``UnknownSession``; a known one
+        with no such open question is ``NoOpenQuestion``.
+        """
         params = {
             "session_id": session_id,
             "step_key": step_key,
@@ -182,7 +246,20 @@ class ControlStore:
             self._pool.connection() as conn,
             conn.transaction(),
         ):
+            await _lock_session(conn, session_id, within_tenant)
             resumed = await fetch_optional(conn, _Resumed, "answers_record", **params)
-            if resumed is None:
-                raise NoOpenQuestion(session=session_id, step_key=step_key)
-        return resumed.id
+            if resumed is not None:
+                return AnswerResult(session_id, resumed.id, step_key, created=True)
+            prior = await fetch_optional(
+                conn,
+                _PriorAnswer,
+                "answers_find_committed",
+                session_id=session_id,
+                step_key=step_key,
+                answer=params["answer"],
+            )
+        if prior is None:
+            raise NoOpenQuestion(session=session_id, step_key=step_key)
+        if not prior.same_answer:
+            raise AnswerConflict(session=session_id, step_key=step_key)
+        return AnswerResult(session_id, prior.turn_id, step_key, created=False)

@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AnswerConflict",
     "ConfigError",
     "ConnectionFailed",
+    "ConnectionRejected",
     "DatabaseError",
     "EmbeddedPostgresError",
     "IdempotencyConflict",
@@ -28,6 +30,9 @@ __all__ = [
     "SessionBusy",
     "StoreError",
     "UnknownSession",
+    "UnknownTurn",
+    "UnstorableJson",
+    "WorkerIdInUse",
 ]
 
 
@@ -58,6 +63,10 @@ class ConnectionFailed(DatabaseError):
     """The connection to PostgreSQL failed or was lost."""
 
 
+class ConnectionRejected(ConnectionFailed):
+    """PostgreSQL refused the connection for a reason retrying cannot fix"""
+
+
 class QueryTimeout(DatabaseError):
     """A statement ran past statement_timeout and was cancelled."""
 
@@ -82,12 +91,28 @@ class InvalidInput(StoreError):
     """The request was refused as invalid; nothing was written."""
 
 
+class UnstorableJson(InvalidInput):
+    """The JSON given is not a value PostgreSQL's jsonb can hold; nothing was written."""
+
+
 class UnknownSession(InvalidInput):
     """No session with this id exists; nothing was written."""
 
 
 class IdempotencyConflict(InvalidInput):
     """This idempotency key was already used with a different input; nothing was written."""
+
+
+class UnknownTurn(InvalidInput):
+    """No turn with this id belongs to this session; nothing was written."""
+
+
+class AnswerConflict(InvalidInput):
+    """This question was already answered with a different value; nothing was written."""
+
+
+class WorkerIdInUse(StoreError):
+    """A live worker already runs with this worker id; pick another STINT_WORKER_ID."""
 
 
 class QueueFull(StoreError):

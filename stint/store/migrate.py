@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,13 +20,22 @@ from psycopg import AsyncConnection, sql
 from psycopg.rows import TupleRow
 
 from stint.store.config import ROLE_CLI, StoreConfig
-from stint.store.errors import MigrationChecksumMismatch, MigrationError
-from stint.store.pool import connect
+from stint.store.errors import DatabaseError, MigrationChecksumMismatch, MigrationError
+from stint.store.fetch import fetch_one
+from stint.store.pool import Pool, connect
 from stint.store.queries import query
-from stint.store.translate import translated
+from stint.store.translate import guarded, translated
 
-__all__ = ["Migration", "applied_migrations", "migrate", "migration_files"]
+__all__ = [
+    "Migration",
+    "applied_migrations",
+    "check_schema",
+    "migrate",
+    "migration_files",
+    "migrations_pending",
+]
 
+_INSUFFICIENT_PRIVILEGE = "42501"
 _FILE_NAME = re.compile(r"(?P<version>\d{4})_(?P<name>[a-z0-9_]+)\.sql")
 
 
@@ -97,19 +108,67 @@ def _check_applied(applied: list[Migration], known: dict[int, Migration]) -> Non
             )
 
 
-async def _locked_applied(conn: AsyncConnection[TupleRow], schema: str) -> list[Migration]:
-    """Inside an open transaction: take the lock, make sure the table exists, read it."""
+@dataclass(frozen=True)
+class _SchemaState:
+    schema_exists: bool
+    table_exists: bool
+    owned: bool
+
+
+def _composed(name: str, **identifiers: str) -> sql.Composed:
+    return sql.SQL(query(name)).format(**{k: sql.Identifier(v) for k, v in identifiers.items()})
+
+
+async def _locked_applied(
+    conn: AsyncConnection[TupleRow], schema: str, *, create: bool
+) -> tuple[list[Migration], _SchemaState]:
+    """Inside an open transaction: take the lock, read what is applied.
+
+    With ``create``, a missing schema or migrations table is created; without,
+    nothing is written and a missing table reads as nothing applied. DDL runs
+    only when something is missing, so a role without CREATE on the database
+    (the schema owner) or on the schema (the app role) can run a no-op.
+    """
     await conn.execute(query("migrations_limits"))
     await conn.execute(query("migrations_lock"), {"schema": schema})
-    await conn.execute(
-        sql.SQL(query("migrations_ensure_table")).format(schema=sql.Identifier(schema))
-    )
-    cur = await conn.execute(query("migrations_applied"))
-    return [Migration(version=v, name=n, checksum=c) for v, n, c in await cur.fetchall()]
+    state = await fetch_one(conn, _SchemaState, "migrations_schema_state", schema=schema)
+    if not state.table_exists:
+        if not create:
+            return [], state
+        if not state.schema_exists:
+            with _privileges("create the schema", schema=schema):
+                await conn.execute(_composed("migrations_create_schema", schema=schema))
+        with _privileges("create the migrations table", schema=schema):
+            await conn.execute(_composed("migrations_create_table", schema=schema))
+        state = _SchemaState(schema_exists=True, table_exists=True, owned=True)
+    return await _applied(conn), state
 
 
-async def migrate(config: StoreConfig, directory: Path | None = None) -> list[Migration]:
-    """Apply every pending migration; return the ones this call applied."""
+@contextmanager
+def _privileges(doing: str, **context: str) -> Iterator[None]:
+    """A permission failure while migrating says which role must do what instead."""
+    try:
+        with translated("migrate"):
+            yield
+    except DatabaseError as exc:
+        if exc.context.get("sqlstate") != _INSUFFICIENT_PRIVILEGE:
+            raise
+        raise MigrationError(
+            f"this role cannot {doing}: {exc.context.get('server')}; run `stint migrate` as "
+            "the schema's owner role (a superuser creates the schema once: CREATE SCHEMA "
+            "<schema> AUTHORIZATION <owner>)",
+            **context,
+        ) from exc
+
+
+async def migrate(
+    config: StoreConfig, directory: Path | None = None, *, app_role: str | None = None
+) -> list[Migration]:
+    """Apply every pending migration; return the ones this call applied.
+
+    ``app_role``: afterwards, grant that role the worker/API privileges (DML on
+    Stint's tables, nothing else), when this role owns the schema.
+    """
     files = migration_files(directory)
     known = {m.version: m for m in files}
     done: list[Migration] = []
@@ -118,14 +177,24 @@ async def migrate(config: StoreConfig, directory: Path | None = None) -> list[Mi
         while True:
             with translated("migrate"):
                 async with conn.transaction():
-                    applied = await _locked_applied(conn, config.schema)
+                    applied, state = await _locked_applied(conn, config.schema, create=True)
                     _check_applied(applied, known)
                     versions = {m.version for m in applied}
                     pending = [m for m in files if m.version not in versions]
                     if not pending:
+                        if app_role and state.owned:
+                            with _privileges("grant the app role", role=app_role):
+                                await conn.execute(
+                                    _composed(
+                                        "migrations_grant_app_role",
+                                        schema=config.schema,
+                                        role=app_role,
+                                    )
+                                )
                         return done
                     nxt = pending[0]
-                    await conn.execute(nxt.text)  # a shipped file, trusted like a literal
+                    with _privileges("apply migrations", migration=nxt.label):
+                        await conn.execute(nxt.text)  # a shipped file, trusted like a literal
                     await conn.execute(
                         query("migrations_record"),
                         {"version": nxt.version, "name": nxt.name, "checksum": nxt.checksum},
@@ -136,11 +205,55 @@ async def migrate(config: StoreConfig, directory: Path | None = None) -> list[Mi
 
 
 async def applied_migrations(config: StoreConfig) -> list[Migration]:
-    """What the database records as applied (empty when the schema is new)."""
+    """What the database records as applied (empty when the schema is new). Writes nothing."""
     conn = await connect(config, ROLE_CLI)
     try:
         with translated("read migrations"):
             async with conn.transaction():
-                return await _locked_applied(conn, config.schema)
+                applied, _ = await _locked_applied(conn, config.schema, create=False)
+                return applied
     finally:
         await conn.close()
+
+
+async def check_schema(config: StoreConfig, directory: Path | None = None) -> list[Migration]:
+    """Refuse to run on a schema that is behind (or ahead of) this version of Stint.
+
+    For workers started with auto-migrate off (typically under a role that may
+    not migrate): the error names the first missing migration.
+    """
+    files = migration_files(directory)
+    applied = await applied_migrations(config)
+    pending = _pending(files, applied)
+    if pending:
+        raise MigrationError(
+            f"schema {config.schema} is missing migration {pending[0].label}"
+            + (f" (and {len(pending) - 1} more)" if len(pending) > 1 else "")
+            + "; run `stint migrate` as the schema's owner role, or start with "
+            "STINT_AUTO_MIGRATE=true",
+        )
+    return applied
+
+
+async def migrations_pending(config: StoreConfig, pool: Pool) -> list[str]:
+    """The migrations this code knows that the database has not applied (a
+    readiness check: a plain read through ``pool``, no lock and no DDL, so a
+    role without CREATE rights can ask). Raises like ``migrate`` when the
+    database has an unknown or changed migration."""
+    files = migration_files()
+    async with guarded("migrations_pending", config), pool.connection() as conn:
+        state = await fetch_one(conn, _SchemaState, "migrations_schema_state", schema=config.schema)
+        applied = await _applied(conn) if state.table_exists else []
+    return [m.label for m in _pending(files, applied)]
+
+
+def _pending(files: list[Migration], applied: list[Migration]) -> list[Migration]:
+    """The files not applied yet; an unknown or changed applied migration raises."""
+    _check_applied(applied, {m.version: m for m in files})
+    versions = {m.version for m in applied}
+    return [m for m in files if m.version not in versions]
+
+
+async def _applied(conn: AsyncConnection[TupleRow]) -> list[Migration]:
+    cur = await conn.execute(query("migrations_applied"))
+    return [Migration(version=v, name=n, checksum=c) for v, n, c in await cur.fetchall()]

@@ -19,6 +19,7 @@ from uuid import UUID
 from stint.store.vocabulary import (
     ControlAction,
     EventKind,
+    SessionStatus,
     StepKind,
     StepStatus,
     TurnStatus,
@@ -26,6 +27,7 @@ from stint.store.vocabulary import (
 )
 
 __all__ = [
+    "ApiKey",
     "Claim",
     "ControlRequest",
     "EnqueueResult",
@@ -34,11 +36,15 @@ __all__ = [
     "ParkResult",
     "RenewedLease",
     "Row",
+    "SessionRecord",
     "StatusSummary",
     "StepRecord",
+    "TenantStatus",
     "TurnProgress",
+    "TurnRecord",
     "TurnStart",
     "TurnTiming",
+    "TurnView",
     "Work",
     "WorkerRow",
 ]
@@ -190,6 +196,14 @@ class EnqueueResult(Row):
     seq: int
     created: bool
 
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_id": str(self.session_id),
+            "turn_id": str(self.turn_id),
+            "seq": self.seq,
+            "created": self.created,
+        }
+
 
 @dataclass(frozen=True)
 class WorkerRow(Row):
@@ -203,19 +217,49 @@ class WorkerRow(Row):
     version: str
     pins: list[str]
     heartbeat_age: float
+    alive: bool
     active: int
+
+    @property
+    def shown_state(self) -> str:
+        """``dead`` for a worker whose heartbeat outlived its lease (killed, cut off)."""
+        return str(self.state) if self.alive else "dead"
 
 
 @dataclass(frozen=True)
 class StatusSummary(Row):
-    """Workers, sessions by status, queued turns, the oldest ready session's age, and
-    ready sessions no live worker accepts (pinned to a version nobody runs)."""
+    """Workers, sessions by status, unfinished turns by status, the oldest ready
+    session's age, and ready sessions no live worker will run: because no worker
+    is alive, or because none accepts their pin."""
 
     workers: list[WorkerRow]
     sessions: dict[str, int]
     queued_turns: int
+    running_turns: int
+    parked_turns: int
     oldest_ready_age: float | None
+    live_workers: int
+    ready_without_worker: int
     ready_unaccepted: int
+
+
+@dataclass(frozen=True)
+class TurnView(Row):
+    """One turn as ``stint show`` prints it (``turn_id`` is None: no such turn)."""
+
+    session_id: UUID
+    session_status: str
+    turn_id: UUID | None
+    seq: int | None
+    status: TurnStatus | None
+    reason: str | None
+    attempts: int | None
+    worker_id: str | None
+    output: Any
+    error: str | None
+    enqueued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -239,3 +283,61 @@ class TurnTiming(Row):
     run_time: float
     status: TurnStatus
     attempts: int
+
+
+@dataclass(frozen=True)
+class SessionRecord(Row):
+    """A session as a client sees it: no lease internals."""
+
+    id: UUID
+    tenant: str | None
+    pin: str | None
+    status: SessionStatus
+    last_event_seq: int
+    queued_turns: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class TurnRecord(Row):
+    """A turn as a client sees it: its input, and its output or error once finished."""
+
+    id: UUID
+    session_id: UUID
+    seq: int
+    idempotency_key: str
+    status: TurnStatus
+    input: Any
+    output: Any
+    error: str | None
+    reason: str | None
+    attempts: int
+    timeout_seconds: float | None
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TenantStatus(Row):
+    """One tenant's sessions by status and queue, and the fleet's live capacity
+    (counts only: a tenant sees no worker's host, pid or id)."""
+
+    sessions: dict[str, int]
+    queued_turns: int
+    oldest_ready_age: float | None
+    live_workers: int
+    live_slots: int
+
+
+@dataclass(frozen=True)
+class ApiKey(Row):
+    """An API key as listed: never its secret, which is shown once at creation."""
+
+    id: str
+    tenant: str
+    read_only: bool
+    label: str | None
+    created_at: datetime
+    revoked_at: datetime | None

@@ -7,6 +7,8 @@ deadline (statement, lock and idle-in-transaction timeouts) and an
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from psycopg import AsyncConnection, sql
@@ -14,11 +16,17 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from stint.store.config import StoreConfig
+from stint.store.errors import ConnectionFailed, ConnectionRejected
 from stint.store.translate import translated
 
-__all__ = ["Pool", "connect", "open_pool", "session_settings"]
+__all__ = ["Pool", "connect", "open_pool", "session_settings", "wait_reachable"]
 
 Pool = AsyncConnectionPool[AsyncConnection[TupleRow]]
+
+log = logging.getLogger("stint.store")
+
+_RETRY_FIRST_S = 0.1
+_RETRY_MAX_S = 2.0
 
 
 def _ms(seconds: float) -> sql.Literal:
@@ -58,8 +66,50 @@ async def connect(config: StoreConfig, role: str) -> AsyncConnection[TupleRow]:
     return conn
 
 
+async def wait_reachable(config: StoreConfig, role: str) -> None:
+    """Connect once, retrying until ``connect_timeout`` only while retrying can help.
+
+    A rejection (bad password, missing database or role, bad option) fails at
+    once with the server's own reason; an unreachable or starting server is
+    retried with one log line per attempt. Opening a pool first through here
+    keeps psycopg_pool from logging a multi-line warning per failed attempt and
+    then raising a bare "pool timeout".
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + config.connect_timeout
+    delay = _RETRY_FIRST_S
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            conn = await connect(config, role)
+        except ConnectionRejected:
+            raise
+        except ConnectionFailed as exc:
+            if loop.time() + delay >= deadline:
+                raise ConnectionFailed(
+                    f"PostgreSQL was not reachable within {config.connect_timeout:g}s "
+                    "(STINT_CONNECT_TIMEOUT)",
+                    operation=f"connect {role}",
+                    attempts=attempt,
+                    last_error=exc.context.get("server", exc.message),
+                ) from exc
+            if attempt == 1:
+                log.warning(
+                    "PostgreSQL not reachable yet; retrying for up to %gs: %s",
+                    config.connect_timeout,
+                    exc,
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX_S)
+        else:
+            await conn.close()
+            return
+
+
 async def open_pool(config: StoreConfig, role: str, *, min_size: int, max_size: int) -> Pool:
-    """Open a pool and wait until its first connection works."""
+    """Open a pool once the server is known to accept us, and wait for its first connection."""
+    await wait_reachable(config, role)
     settings = session_settings(config)
 
     async def configure(conn: AsyncConnection[TupleRow]) -> None:

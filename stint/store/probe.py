@@ -57,6 +57,19 @@ class _Session:
     session_id: UUID
 
 
+@dataclass(frozen=True)
+class _LoggedEvent:
+    session_id: UUID
+    seq: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class _Connections:
+    name: str
+    count: int
+
+
 class ProbeStore:
     """Reads for measurements; one method per query."""
 
@@ -131,6 +144,21 @@ class ProbeStore:
                 epochs=list(held.values()),
             )
         return {r.session_id for r in rows}
+
+    async def event_logs(self) -> dict[UUID, list[tuple[int, str]]]:
+        """Every session's event log as (seq, kind) pairs, in seq order."""
+        async with guarded("event_logs", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, _LoggedEvent, "event_logs")
+        logs: dict[UUID, list[tuple[int, str]]] = {}
+        for row in rows:
+            logs.setdefault(row.session_id, []).append((row.seq, row.kind))
+        return logs
+
+    async def connections_by_application(self, *, prefix: str) -> dict[str, int]:
+        """Connections open now per application_name starting with ``prefix``."""
+        async with guarded("connections", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, _Connections, "connections_by_application", prefix=prefix)
+        return {r.name: r.count for r in rows}
 
     async def turns_finished_after(self, moment: float) -> int:
         """Turns finished after ``moment`` (epoch seconds, database clock)."""

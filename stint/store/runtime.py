@@ -24,8 +24,8 @@ from psycopg.types.json import Jsonb
 from stint.store.batch import StatementBatcher
 from stint.store.config import StoreConfig
 from stint.store.conversation import ConversationStore
-from stint.store.errors import LeaseLost
-from stint.store.fetch import fetch_all
+from stint.store.errors import LeaseLost, WorkerIdInUse
+from stint.store.fetch import fetch_all, fetch_one, fetch_optional
 from stint.store.models import (
     Claim,
     ControlRequest,
@@ -68,6 +68,19 @@ class _Claimed:
     input: dict[str, Any] | None
     attempts: int | None
     timeout_seconds: float | None
+
+
+@dataclass(frozen=True)
+class _WorkerId:
+    id: str
+
+
+@dataclass(frozen=True)
+class _Holder:
+    host: str
+    pid: int
+    heartbeat_age: float
+    lease_seconds: float | None
 
 
 @dataclass(frozen=True)
@@ -118,8 +131,17 @@ class RuntimeStore:
         await self._batcher.close()
 
     async def workers_register(
-        self, *, worker_id: str, host: str, pid: int, version: str, pins: Sequence[str], slots: int
+        self,
+        *,
+        worker_id: str,
+        host: str,
+        pid: int,
+        version: str,
+        pins: Sequence[str],
+        slots: int,
+        lease_seconds: float,
     ) -> None:
+        """Register this process; ``WorkerIdInUse`` when a live worker has this id."""
         params = {
             "id": worker_id,
             "host": host,
@@ -127,9 +149,23 @@ class RuntimeStore:
             "version": version,
             "pins": list(pins),
             "slots": slots,
+            "lease_seconds": lease_seconds,
         }
-        async with guarded("workers_register", self._config), self._pool.connection() as conn:
-            await conn.execute(query("workers_register"), params)
+        async with (
+            guarded("workers_register", self._config),
+            self._pool.connection() as conn,
+            conn.transaction(),
+        ):
+            if await fetch_optional(conn, _WorkerId, "workers_register", **params) is not None:
+                return
+            holder = await fetch_one(conn, _Holder, "workers_holder", id=worker_id)
+        raise WorkerIdInUse(
+            worker=worker_id,
+            host=holder.host,
+            pid=holder.pid,
+            heartbeat_age=round(holder.heartbeat_age, 1),
+            lease_seconds=holder.lease_seconds,
+        )
 
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None:
         params = {"id": worker_id, "pid": pid, "state": state}

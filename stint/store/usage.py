@@ -1,4 +1,4 @@
-"""What a session's turns produced and what their model calls cost (``stint show``).
+"""A session's turns, what they produced and what their model calls cost (``stint show``).
 
 Usage is read from the committed model steps, where the agents harness records
 each call's token counts and retries: nothing is counted twice, and a figure no
@@ -8,12 +8,13 @@ provider reported stays ``None`` instead of becoming a zero.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from stint.store.config import StoreConfig
+from stint.store.fetch import fetch_all, fetch_optional
 from stint.store.pool import Pool
-from stint.store.queries import query
 from stint.store.translate import guarded
 
 __all__ = ["USAGE_FIELDS", "SessionUsage", "TurnUsage", "UsageStore"]
@@ -23,14 +24,19 @@ USAGE_FIELDS = ("model_calls", "input_tokens", "output_tokens", "cached_tokens",
 
 @dataclass(frozen=True)
 class TurnUsage:
-    """One turn: how it ended, and the usage of its committed model calls."""
+    """One turn: how it ended, when, and the usage of its committed model calls."""
 
     turn_id: UUID
     seq: int
     status: str
+    reason: str | None
     attempts: int
+    worker_id: str | None
     output: Any
     error: str | None
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
     model_calls: int
     input_tokens: int | None
     output_tokens: int | None
@@ -39,6 +45,13 @@ class TurnUsage:
 
     def usage(self) -> dict[str, int | None]:
         return {name: getattr(self, name) for name in USAGE_FIELDS}
+
+
+@dataclass(frozen=True)
+class _Session:
+    session_id: UUID
+    status: str
+    last_event_seq: int
 
 
 @dataclass(frozen=True)
@@ -59,32 +72,12 @@ class UsageStore:
     async def session_usage(
         self, *, session_id: UUID, turn_id: UUID | None = None
     ) -> SessionUsage | None:
-        """None when no such session exists."""
+        """None when no such session exists; ``turns`` is empty when ``turn_id``
+        is not one of its turns."""
         params = {"session_id": session_id, "turn_id": turn_id}
         async with guarded("session_usage", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("usage_session"), params)
-            session = await cur.fetchone()
+            session = await fetch_optional(conn, _Session, "usage_session", **params)
             if session is None:
                 return None
-            cur = await conn.execute(query("usage_turns"), params)
-            turns = [
-                TurnUsage(
-                    turn_id=r[0],
-                    seq=r[1],
-                    status=r[2],
-                    attempts=r[3],
-                    output=r[4],
-                    error=r[5],
-                    model_calls=int(r[6]),
-                    input_tokens=_int(r[7]),
-                    output_tokens=_int(r[8]),
-                    cached_tokens=_int(r[9]),
-                    retries=_int(r[10]),
-                )
-                for r in await cur.fetchall()
-            ]
-        return SessionUsage(session[0], session[1], int(session[2]), turns)
-
-
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
+            turns = await fetch_all(conn, TurnUsage, "usage_turns", **params)
+        return SessionUsage(session.session_id, session.status, session.last_event_seq, turns)

@@ -14,9 +14,9 @@ import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from stint.store.backoff import Backoff
 from stint.store.errors import StoreError
 from stint.store.models import TurnStart
-from stint.worker.backoff import Backoff
 from stint.worker.failpoints import failpoint
 from stint.worker.ports import WorkerStore
 from stint.worker.service import Service, Wakeup

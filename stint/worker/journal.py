@@ -5,6 +5,8 @@ line is on disk (file and, for a new file, its directory fsync'd) before the
 step may commit, so a crash between the two is found by ``lookup``. Appends
 take an exclusive ``flock`` and refuse a key that is already present, so even a
 zombie worker that wakes up mid-effect cannot write the same effect twice.
+Effects are a session's private data: files are 0600 in a 0700 folder,
+whatever the umask, and a folder found wider is narrowed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,17 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-__all__ = ["DuplicateEffect", "EffectJournal"]
+__all__ = ["DuplicateEffect", "EffectJournal", "private_dir"]
+
+_FILE_MODE = 0o600
+_DIR_MODE = 0o700
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` (and parents) if needed; make it 0700 (owner only)."""
+    path.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o777 != _DIR_MODE:
+        path.chmod(_DIR_MODE)
 
 
 class DuplicateEffect(Exception):
@@ -50,12 +62,14 @@ class EffectJournal:
 
     def append(self, session_id: UUID, key: str, record: dict[str, Any]) -> dict[str, Any]:
         """Append one effect and fsync it; raise DuplicateEffect if the key exists."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         path = self.path_for(session_id)
         line = {"key": key, **record}
         data = (json.dumps(line, separators=(",", ":"), sort_keys=True) + "\n").encode()
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, _FILE_MODE)
         try:
+            if os.fstat(fd).st_mode & 0o777 != _FILE_MODE:  # umask, or an older file
+                os.fchmod(fd, _FILE_MODE)
             fcntl.flock(fd, fcntl.LOCK_EX)
             existing = os.pread(fd, os.fstat(fd).st_size, 0)
             if _find(existing, key) is not None:

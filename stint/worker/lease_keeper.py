@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 
 from stint.store.errors import StoreError
+from stint.worker.health import HealthState
 from stint.worker.ports import WorkerStore
 from stint.worker.service import Service, Wakeup
 from stint.worker.slots import Slots
@@ -36,6 +37,7 @@ class LeaseKeeper(Service):
         pid: int,
         lease_seconds: float,
         wakeup: Wakeup,
+        health: HealthState,
         on_failure: Callable[[str, BaseException], None],
         clock: Callable[[], float] | None = None,
     ) -> None:
@@ -46,6 +48,7 @@ class LeaseKeeper(Service):
         self._pid = pid
         self._lease_seconds = lease_seconds
         self._wakeup = wakeup
+        self._health = health
         self._clock = clock or asyncio.get_running_loop().time
         self.last_renewal = self._clock()
 
@@ -69,6 +72,7 @@ class LeaseKeeper(Service):
             lease_seconds=self._lease_seconds,
         )
         self.last_renewal = sent_at
+        self._health.renewed()
         log.debug("renewed %d of %d leases", len(kept), len(snapshot))
         for held in snapshot:
             if not self._slots.current(held):
@@ -92,4 +96,5 @@ class LeaseKeeper(Service):
             try:
                 await self.run_once()
             except StoreError as exc:
+                self._health.renewal_failed()
                 log.warning("lease renewal failed: %s", exc)

@@ -13,8 +13,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from stint.store.backoff import Backoff
 from stint.store.errors import StoreError
-from stint.worker.backoff import Backoff
 from stint.worker.ports import NotificationSource
 from stint.worker.service import Service, Wakeup
 from stint.worker.slots import Slots

@@ -19,13 +19,15 @@ from stint.config.options import add_setting, overrides_from
 from stint.config.settings import Settings, SettingsError, load_settings
 from stint.config.target import resolve_store_config, workspace_dir
 from stint.store.config import ROLE_LISTEN, ROLE_WORKER, StoreConfig
-from stint.store.errors import StoreError
+from stint.store.errors import StoreError, WorkerIdInUse
 from stint.store.listen import Listener
-from stint.store.migrate import migrate
+from stint.store.migrate import check_schema, migrate
 from stint.store.pool import open_pool
 from stint.store.runtime import RuntimeStore
 from stint.worker.failpoints import configure as configure_failpoints
 from stint.worker.harness import HarnessLoadError, load_harness
+from stint.worker.health import HealthServerError, serve_health
+from stint.worker.journal import private_dir
 from stint.worker.runner import Limits
 from stint.worker.supervisor import Identity, Supervisor, WorkerPlan, new_worker_id
 from stint.worker.telemetry import setup_tracing
@@ -58,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
             "second signal skips the wait. Every option has a STINT_* variable; the "
             "flag wins."
         ),
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"worker (stint) {package_version('stint')}"
     )
     add_setting(parser, "--slots", "slots", type=int, metavar="N")
     add_setting(parser, "--database-url", "database_url", metavar="URL")
@@ -108,11 +113,13 @@ def _plan(settings: Settings, config: StoreConfig) -> WorkerPlan:
 async def _serve(settings: Settings) -> int:
     config = resolve_store_config(settings)
     if settings.auto_migrate:
-        applied = await migrate(config)
+        applied = await migrate(config, app_role=settings.app_role or None)
         for migration in applied:
             log.info("applied migration %s", migration.label)
+    else:
+        await check_schema(config)
     workspace = workspace_dir(settings)
-    workspace.mkdir(parents=True, exist_ok=True)
+    private_dir(workspace)
     harness = load_harness(settings.harness, workspace=workspace, settings=settings)
     identity = Identity(settings.worker_id or new_worker_id(), package_version("stint"))
     channels = [config.work_channel, config.control_channel]
@@ -127,7 +134,8 @@ async def _serve(settings: Settings) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, supervisor.request_stop)
-        return await supervisor.run()
+        async with serve_health(settings.health_port, supervisor.health):
+            return await supervisor.run()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.log_level)
+    setup_logging(settings.log_level, secrets=settings.secrets())
     setup_tracing()
     try:
         configure_failpoints(settings.failpoints)
@@ -148,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("failpoints enabled: %s", settings.failpoints)
     try:
         return uvloop.run(_serve(settings))
-    except (StoreError, HarnessLoadError) as exc:
+    except WorkerIdInUse as exc:
+        log.error("worker cannot run: %s", exc)
+        return 2
+    except (StoreError, HarnessLoadError, HealthServerError) as exc:
         log.error("worker cannot run: %s", exc)
         return 1
 

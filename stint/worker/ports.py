@@ -32,7 +32,15 @@ class WorkerStore(Protocol):
         ...
 
     async def workers_register(
-        self, *, worker_id: str, host: str, pid: int, version: str, pins: Sequence[str], slots: int
+        self,
+        *,
+        worker_id: str,
+        host: str,
+        pid: int,
+        version: str,
+        pins: Sequence[str],
+        slots: int,
+        lease_seconds: float,
     ) -> None: ...
 
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None: ...

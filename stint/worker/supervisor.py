@@ -19,11 +19,12 @@ import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from stint.store.errors import LeaseLost, StoreError
+from stint.store.errors import LeaseLost, StoreError, WorkerIdInUse
 from stint.store.vocabulary import WorkerState
 from stint.worker.cancelling import cancel_and_wait
 from stint.worker.claimer import Claimer
 from stint.worker.harness import Harness
+from stint.worker.health import HealthState
 from stint.worker.lease_keeper import LeaseKeeper
 from stint.worker.listener import Listener
 from stint.worker.ports import NotificationSource, WorkerStore
@@ -86,7 +87,7 @@ class Supervisor:
         self.slots = Slots(plan.slots, claim_wakeup=self._claim_wakeup)
         self._stop = asyncio.Event()
         self._skip_drain = asyncio.Event()
-        self.draining = False
+        self.health = HealthState(lease_seconds=plan.lease_seconds)
         self.lease_keeper: LeaseKeeper | None = None
 
     @property
@@ -98,6 +99,7 @@ class Supervisor:
         if self._stop.is_set():
             self._skip_drain.set()
         self._stop.set()
+        self.health.draining = True
 
     def _service_failed(self, name: str, exc: BaseException) -> None:
         self.failure = exc
@@ -106,14 +108,8 @@ class Supervisor:
     async def run(self) -> int:
         """Run until stopped; returns the process exit code."""
         plan, me = self.plan, self.identity
-        await self._store.workers_register(
-            worker_id=me.worker_id,
-            host=me.host,
-            pid=me.pid,
-            version=me.version,
-            pins=plan.pins,
-            slots=plan.slots,
-        )
+        await self._register()
+        self.health.renewed()  # the database answered the registration
         log.info(
             "worker %s running: %d slots, lease %.1fs, pins %s",
             me.worker_id,
@@ -128,6 +124,7 @@ class Supervisor:
             pid=me.pid,
             lease_seconds=plan.lease_seconds,
             wakeup=self._renew_wakeup,
+            health=self.health,
             on_failure=self._service_failed,
         )
         self.lease_keeper = keeper
@@ -175,8 +172,49 @@ class Supervisor:
         log.info("worker %s stopped", me.worker_id)
         return 1 if self.failure else 0
 
+    async def _register(self) -> None:
+        """Register; if a live worker holds this id, wait for its heartbeat to lapse.
+
+        A worker restarted under a fixed id (a pod name) finds its killed
+        predecessor's row still fresh for up to one lease; a second live process
+        with the same id keeps it fresh forever and is refused once that lease
+        has passed, because two processes with one id would renew (and so
+        steal) each other's leases.
+        """
+        plan, me = self.plan, self.identity
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        while True:
+            try:
+                await self._store.workers_register(
+                    worker_id=me.worker_id,
+                    host=me.host,
+                    pid=me.pid,
+                    version=me.version,
+                    pins=plan.pins,
+                    slots=plan.slots,
+                    lease_seconds=plan.lease_seconds,
+                )
+                return
+            except WorkerIdInUse as exc:
+                held = exc.context
+                if deadline is None:
+                    wait = float(held.get("lease_seconds") or plan.lease_seconds)
+                    deadline = loop.time() + wait + plan.poll_interval
+                    log.warning(
+                        "worker id %s is in use by a live worker (host %s, pid %s, heartbeat "
+                        "%ss ago); waiting up to %.1fs for its heartbeat to lapse",
+                        me.worker_id,
+                        held.get("host"),
+                        held.get("pid"),
+                        held.get("heartbeat_age"),
+                        wait,
+                    )
+                elif loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(plan.poll_interval)
+
     async def _drain(self) -> None:
-        self.draining = True
         await self._set_state(WorkerState.DRAINING)
         tasks = [h.task for h in self.slots.running() if h.task is not None]
         if tasks and not self._skip_drain.is_set():

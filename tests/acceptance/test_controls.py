@@ -96,7 +96,7 @@ async def test_cancel_ends_queued_turns_in_the_database(cluster: Cluster, pool: 
     result = cluster.stint("cancel", first["session_id"], "--reason", "changed my mind")
     outcome = json.loads(result.stdout)
     assert len(outcome["cancelled_queued"]) == 3
-    assert outcome["outcome"] == "no turn in progress"
+    assert outcome["outcome"] == "cancelled 3 queued turn(s); no turn was running"
     assert await event_kinds(pool, UUID(first["session_id"])) == ["turn.cancelled"] * 3
     assert await fetch(pool, "SELECT status, queued_turns FROM sessions") == [("idle", 0)]
     await _checks_pass(pool, cluster)
@@ -210,8 +210,16 @@ async def test_a_question_parks_frees_the_slot_and_the_answer_resumes_the_turn(
         "turn.completed",
     ]
     assert len(cluster.journal_keys(UUID(sid))) == 1  # the effect did not run again
+    # A retry with the same answer succeeds and writes nothing; another answer is refused.
+    before = await event_kinds(pool, UUID(sid))
+    retry = cluster.stint("answer", sid, step_key, '"yes"')
+    assert retry.returncode == 0, retry.stderr
+    assert json.loads(retry.stdout) == {**json.loads(answered.stdout), "created": False}
     again = cluster.stint("answer", sid, step_key, '"again"')
-    assert again.returncode == 2 and "no parked turn waiting" in again.stderr
+    assert again.returncode == 2 and "already answered with a different value" in again.stderr
+    assert await event_kinds(pool, UUID(sid)) == before
+    unknown = cluster.stint("answer", sid, "no-such-step", '"yes"')
+    assert unknown.returncode == 2 and "no parked turn waiting" in unknown.stderr
     await _drain_and_check(worker, pool, cluster)
 
 

@@ -133,7 +133,10 @@ async def test_a_three_turn_conversation_with_two_tools(cluster: Cluster, pool: 
     }
     assert [t["usage"]["model_calls"] for t in shown["turns"]] == [2, 2, 1]
     one = _show(cluster, sid, "--turn", second["turn_id"])
-    assert (one["status"], one["output"]["reply"]) == ("succeeded", outputs[1]["reply"])
+    assert (one["turn"]["status"], one["turn"]["output"]["reply"]) == (
+        "succeeded",
+        outputs[1]["reply"],
+    )
     assert one["session_usage"] == shown["usage"]
     # Traces carry the GenAI attributes; nothing anywhere carries the key.
     log = worker.log_text()

@@ -368,6 +368,13 @@ async def test_zombie_identity_reuse_is_fenced_by_the_epoch_alone(
         "WHERE id = %s AND lease_owner = 'twin' AND lease_epoch = 1 RETURNING id",
         sid,
     ) == [(sid,)]
+    # ...and so does its heartbeat: a live worker's id is refused to a second
+    # process, but one whose heartbeat outlived its lease may be taken over.
+    assert await fetch(
+        pool,
+        "UPDATE workers SET heartbeat_at = now() - interval '1 hour' "
+        "WHERE id = 'twin' RETURNING pid",
+    ) == [(zombie.pid,)]
 
     twin = cluster.start_worker(slots=1, worker_id="twin", lease_seconds=30)
     await wait_until(lambda: _has_event(pool, sid, "turn.started", 2), what="twin takeover")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -26,7 +25,7 @@ from stint.loadtest.backends import (
     LoadBackends,
 )
 from stint.loadtest.cgroups import Cgroup, CgroupError, cgroup_support, memory_of_process
-from stint.loadtest.container import docker_engine_answers
+from stint.loadtest.container import container_unavailable, docker_engine_answers
 from stint.postgres.pgbin import find_bindir
 from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
 from stint.store.errors import PostgresBinariesNotFound
@@ -57,7 +56,7 @@ needs_postgres = pytest.mark.skipif(not _have_binaries(), reason="no PostgreSQL 
 
 
 def _container_possible() -> bool:
-    return importlib.util.find_spec("testcontainers") is not None and docker_engine_answers()
+    return container_unavailable() is None
 
 
 @pytest.fixture(scope="module")
@@ -300,6 +299,7 @@ def test_docker_probe_answers_no_quickly_without_an_engine(
         assert answered is False
 
 
+@pytest.mark.docker
 @pytest.mark.skipif(not _container_possible(), reason="no Docker engine answers here")
 async def test_a_container_case(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(URL_ENV, raising=False)

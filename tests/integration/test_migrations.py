@@ -38,6 +38,7 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "turns",
         "events",
         "steps",
+        "api_keys",
     }
 
 

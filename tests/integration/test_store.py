@@ -7,7 +7,13 @@ import pytest
 
 from stint.postgres.scratch import ScratchTarget
 from stint.store.config import ROLE_WORKER, StoreConfig
-from stint.store.errors import ConnectionFailed, DatabaseError, LockTimeout, QueryTimeout
+from stint.store.errors import (
+    ConnectionFailed,
+    DatabaseError,
+    InvalidInput,
+    LockTimeout,
+    QueryTimeout,
+)
 from stint.store.pool import Pool, open_pool
 from stint.store.translate import translated
 
@@ -76,6 +82,24 @@ async def test_constraint_violation_is_a_database_error(pool: Pool) -> None:
         async with pool.connection() as conn:
             await conn.execute("INSERT INTO sessions (status) VALUES ('sleeping')")
     assert caught.value.context["sqlstate"] == "23514"
+
+
+@pytest.mark.parametrize(
+    ("statement", "value"),
+    [
+        ("SELECT %s::text", "a\x00b"),  # refused by the driver, no SQLSTATE
+        ("SELECT %s::real", 1e-300),  # 22003 numeric value out of range
+        ("SELECT %s::jsonb", '"\\u0000"'),  # 22P05 untranslatable character
+    ],
+)
+async def test_a_value_postgres_cannot_hold_is_invalid_input(
+    pool: Pool, statement: str, value: object
+) -> None:
+    """Not a lost connection (which callers retry) nor a server fault: bad input."""
+    with pytest.raises(InvalidInput) as caught, translated("bad value"):
+        async with pool.connection() as conn:
+            await conn.execute(statement, [value])  # type: ignore[call-overload]
+    assert "bad value" in str(caught.value)
 
 
 async def test_unreachable_server_fails_without_leaking_the_password() -> None:

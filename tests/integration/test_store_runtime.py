@@ -10,9 +10,10 @@ from psycopg import sql
 
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
+from stint.store.config import ROLE_CLI
 from stint.store.errors import IdempotencyConflict, LeaseLost, QueueFull, UnknownSession
-from stint.store.models import Work
-from stint.store.pool import Pool
+from stint.store.models import EnqueueResult, Work
+from stint.store.pool import Pool, open_pool
 from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import EventKind, TurnStatus
 from tests.integration.claims import claim_one
@@ -282,3 +283,42 @@ async def test_a_draining_finish_claims_nothing(client: ClientStore, runtime: Ru
     assert done.next is None
     [later] = await runtime.turns_claim(owner="b", pins=[], limit=5, lease_seconds=30)
     assert later.claim.session_id == waiting.session_id
+
+
+async def test_session_creation_race_with_one_key_yields_one_session_and_one_turn(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    """12 producers, each retrying once, all enqueue with the same key and no session
+    (a producer retrying after a dropped connection): one session, one turn."""
+    wide = await open_pool(db.config, ROLE_CLI, min_size=12, max_size=12)
+    try:
+        client = ClientStore(db.config, wide)
+
+        async def producer() -> list[EnqueueResult]:
+            return [
+                await client.turns_enqueue(
+                    session_id=None,
+                    idempotency_key="order-7",
+                    session_key="order-7",
+                    tenant="acme",
+                    turn_input={"order": 7},
+                    queue_limit=4,
+                )
+                for _attempt in range(2)
+            ]
+
+        results = [r for rs in await asyncio.gather(*(producer() for _ in range(12))) for r in rs]
+    finally:
+        await wide.close()
+    assert len({(r.session_id, r.turn_id, r.seq) for r in results}) == 1
+    assert sum(r.created for r in results) == 1
+    assert (await _count(pool, "sessions"), await _count(pool, "turns")) == (1, 1)
+    other = await ClientStore(db.config, pool).turns_enqueue(
+        session_id=None,
+        idempotency_key="order-7",
+        session_key="order-7",
+        tenant="globex",
+        turn_input={"order": 7},
+        queue_limit=4,
+    )
+    assert other.created and other.session_id != results[0].session_id

@@ -100,7 +100,15 @@ class FakeWorkerStore:
         session.owner = None
 
     async def workers_register(
-        self, *, worker_id: str, host: str, pid: int, version: str, pins: Sequence[str], slots: int
+        self,
+        *,
+        worker_id: str,
+        host: str,
+        pid: int,
+        version: str,
+        pins: Sequence[str],
+        slots: int,
+        lease_seconds: float,
     ) -> None:
         self.states.append(WorkerState.RUNNING)
 

@@ -15,7 +15,7 @@ import grimp
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 # Top to bottom: each package may import only packages below it.
-PACKAGES = ["loadtest", "ops", "agents", "worker", "config", "postgres", "store"]
+PACKAGES = ["loadtest", "ops", "agents", "api", "worker", "config", "postgres", "store"]
 
 
 def _edges() -> list[tuple[str, str]]:
@@ -59,6 +59,13 @@ def test_every_import_points_down_the_layers() -> None:
 
 def test_the_store_imports_nothing_of_ours() -> None:
     assert [b for a, b in _edges() if a == "store"] == []
+
+
+def test_the_api_and_the_worker_are_independent() -> None:
+    """Two processes, two siblings: neither may import the other (the API sees the
+    worker only through the database)."""
+    edges = _edges()
+    assert ("api", "worker") not in edges and ("worker", "api") not in edges
 
 
 def test_the_committed_picture_matches_the_code() -> None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import stat
 import uuid
 from pathlib import Path
 
@@ -34,3 +36,29 @@ def test_torn_tail_is_not_an_effect_and_is_cut(tmp_path: Path) -> None:
     assert journal.lookup(sid, "k2") is None
     journal.append(sid, "k2", {"n": 2})
     assert [e["key"] for e in journal.entries(sid)] == ["k1", "k2"]
+
+
+def test_journal_files_are_0600_in_0700_folders_whatever_the_umask(tmp_path: Path) -> None:
+    root = tmp_path / "ws" / "journals"
+    old = os.umask(0)
+    try:
+        journal = EffectJournal(root)
+        sid = uuid.uuid4()
+        journal.append(sid, "k1", {"n": 1})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert stat.S_IMODE(journal.path_for(sid).stat().st_mode) == 0o600
+
+
+def test_a_wider_folder_and_file_from_before_are_narrowed(tmp_path: Path) -> None:
+    root = tmp_path / "journals"
+    root.mkdir(mode=0o755)
+    root.chmod(0o755)
+    sid = uuid.uuid4()
+    journal = EffectJournal(root)
+    journal.path_for(sid).write_text('{"key":"k0"}\n')
+    journal.path_for(sid).chmod(0o644)
+    journal.append(sid, "k1", {"n": 1})
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert stat.S_IMODE(journal.path_for(sid).stat().st_mode) == 0o600

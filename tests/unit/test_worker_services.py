@@ -17,6 +17,7 @@ import pytest
 from stint.store.vocabulary import ControlAction, TurnStatus, WorkerState
 from stint.worker.claimer import Claimer
 from stint.worker.context import TurnContext
+from stint.worker.health import HealthState
 from stint.worker.lease_keeper import LeaseKeeper
 from stint.worker.listener import Listener
 from stint.worker.runner import Limits, SessionRunner
@@ -68,6 +69,7 @@ class Rig:
             pid=1,
             lease_seconds=30,
             wakeup=self.renew_wakeup,
+            health=HealthState(lease_seconds=30),
             on_failure=_failed,
             clock=lambda: self.now,
         )

@@ -42,17 +42,18 @@ SELECT (SELECT count(*) FROM added) AS added, EXISTS (SELECT FROM turn) AS runni
 FROM fence
 
 -- name: usage_session
-SELECT id, status, last_event_seq FROM sessions WHERE id = %(session_id)s
+SELECT id AS session_id, status, last_event_seq FROM sessions WHERE id = %(session_id)s
 
 -- name: usage_turns
 -- Each turn of a session (or just %(turn_id)s) with the usage its committed
 -- model steps recorded. Sums of nothing are NULL: not measured, never zero.
-SELECT t.id, t.seq, t.status, t.attempts, t.output, t.error,
+SELECT t.id AS turn_id, t.seq, t.status, t.reason, t.attempts, t.worker_id, t.output, t.error,
+       t.enqueued_at, t.started_at, t.finished_at,
        count(st.step_key) AS model_calls,
-       sum((st.result -> 'usage' ->> 'input_tokens')::bigint) AS input_tokens,
-       sum((st.result -> 'usage' ->> 'output_tokens')::bigint) AS output_tokens,
-       sum((st.result -> 'usage' ->> 'cached_tokens')::bigint) AS cached_tokens,
-       sum((st.result ->> 'retries')::bigint) AS retries
+       sum((st.result -> 'usage' ->> 'input_tokens')::bigint)::bigint AS input_tokens,
+       sum((st.result -> 'usage' ->> 'output_tokens')::bigint)::bigint AS output_tokens,
+       sum((st.result -> 'usage' ->> 'cached_tokens')::bigint)::bigint AS cached_tokens,
+       sum((st.result ->> 'retries')::bigint)::bigint AS retries
 FROM turns t
 LEFT JOIN steps st
        ON st.session_id = t.session_id AND st.turn_id = t.id

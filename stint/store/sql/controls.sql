@@ -1,8 +1,9 @@
 -- name: controls_lock_session
 -- Serialise controls with enqueues and workers' writes; is a live lease held?
+-- With %(tenant)s set, another tenant's session is not found (the API's scope).
 SELECT status, lease_owner, lease_expires_at > now() AS lease_live
 FROM sessions
-WHERE id = %(session_id)s
+WHERE id = %(session_id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 FOR UPDATE
 
 -- name: controls_cancel_queued
@@ -122,3 +123,17 @@ WITH open_question AS (
 ), /*include:log_append*/
 SELECT resumed.id, pg_notify(%(work_channel)s, '') IS NULL AS notified
 FROM resumed, log_bump
+
+-- name: controls_turn_of_session
+-- The turn a `cancel --turn` names, only if it belongs to this session.
+SELECT status FROM turns WHERE id = %(turn_id)s AND session_id = %(session_id)s
+
+-- name: answers_find_committed
+-- The recorded answer to this question, if any: a retry with the same value is
+-- answered idempotently, another value is refused.
+SELECT st.turn_id, st.result = %(answer)s::jsonb AS same_answer
+FROM steps st
+WHERE st.session_id = %(session_id)s AND st.step_key = %(step_key)s
+  AND st.kind = 'answer' AND st.status = 'committed'
+ORDER BY st.finished_at DESC
+LIMIT 1

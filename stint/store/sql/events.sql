@@ -55,8 +55,12 @@ WITH /*include:log_new_from_params*/, /*include:log_bump_fenced*/, /*include:log
 SELECT last_event_seq FROM log_bump
 
 -- name: events_after
+-- The catch-up read of every follower. With %(tenant)s set, another tenant's
+-- session has no events (checked once per statement, not per row).
 SELECT session_id, seq, kind, turn_id, payload, created_at
 FROM events
 WHERE session_id = %(session_id)s AND seq > %(after)s
+  AND (%(tenant)s::text IS NULL
+       OR EXISTS (SELECT FROM sessions s WHERE s.id = %(session_id)s AND s.tenant = %(tenant)s))
 ORDER BY seq
 LIMIT %(limit)s

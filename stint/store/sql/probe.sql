@@ -81,3 +81,17 @@ WHERE s.lease_epoch = held.epoch AND s.lease_owner IS NOT NULL
 -- name: turns_finished_after
 -- Turns finished after a moment (epoch seconds): has work resumed?
 SELECT count(*) AS count FROM turns WHERE finished_at > to_timestamp(%(after)s)
+
+-- name: connections_by_application
+-- Connections open now in this database per application_name starting with
+-- %(prefix)s (the API's pools and LISTEN connection, say).
+SELECT application_name AS name, count(*) AS count
+FROM pg_stat_activity
+WHERE datname = current_database() AND application_name LIKE %(prefix)s || '%%'
+GROUP BY application_name
+ORDER BY application_name
+
+-- name: event_logs
+-- Every session's log as (seq, kind), in order: what every follower must have seen.
+SELECT session_id, seq, kind FROM events ORDER BY session_id, seq
+

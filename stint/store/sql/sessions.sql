@@ -145,34 +145,94 @@ WITH fence AS (
 SELECT (SELECT count(*) FROM requeued) AS requeued FROM log_bump
 
 -- name: sessions_create
-INSERT INTO sessions (tenant, pin)
-VALUES (%(tenant)s, %(pin)s)
+-- A new session. With a creation key, at most one per (tenant, key): a retry
+-- inserts nothing (waiting for a concurrent first insert to commit) and
+-- returns no row; sessions_find_by_creation_key then finds the session.
+INSERT INTO sessions (tenant, pin, creation_key)
+VALUES (%(tenant)s, %(pin)s, %(creation_key)s)
+ON CONFLICT ((coalesce(tenant, '')), creation_key) WHERE creation_key IS NOT NULL DO NOTHING
 RETURNING id, created_at
 
+-- name: sessions_find_by_creation_key
+SELECT id, pin
+FROM sessions
+WHERE coalesce(tenant, '') = coalesce(%(tenant)s::text, '') AND creation_key = %(creation_key)s
+
+-- name: sessions_find
+SELECT id, status FROM sessions WHERE id = %(session_id)s
+
 -- name: sessions_lock_for_enqueue
+-- With %(tenant)s set, another tenant's session is not found (the API's scope).
 SELECT queued_turns, last_turn_seq, lease_owner, coalesce(lease_expires_at > now(), false) AS lease_live
 FROM sessions
-WHERE id = %(session_id)s
+WHERE id = %(session_id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 FOR UPDATE
 
 -- name: sessions_count_by_status
-SELECT status, count(*) AS count FROM sessions GROUP BY status ORDER BY status
+-- All sessions, or one tenant's when %(tenant)s is set.
+SELECT status, count(*) AS count
+FROM sessions
+WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
+GROUP BY status
+ORDER BY status
 
 -- name: sessions_queue_summary
-SELECT coalesce(sum(queued_turns), 0)::bigint AS queued_turns,
-       extract(epoch FROM now() - min(ready_at) FILTER (WHERE status = 'ready'))::float8
+SELECT extract(epoch FROM now() - min(ready_at) FILTER (WHERE status = 'ready'))::float8
            AS oldest_ready_age
 FROM sessions
+WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s
+
+-- name: turns_count_open
+-- Unfinished turns by status: queued, running and parked are different things
+-- to an operator (waiting for a slot, using one, waiting for a human). All
+-- sessions' turns, or one tenant's when %(tenant)s is set.
+SELECT t.status, count(*) AS count
+FROM turns t
+WHERE t.status IN ('queued', 'running', 'parked')
+  AND (%(tenant)s::text IS NULL
+       OR EXISTS (SELECT FROM sessions s WHERE s.id = t.session_id AND s.tenant = %(tenant)s))
+GROUP BY t.status
 
 -- name: sessions_ready_unaccepted
--- Ready sessions that no live worker (heartbeat within %(live_seconds)s) accepts:
--- their pin matches no running worker's pins. They wait; they are never dropped.
-SELECT count(*) AS count
+-- Ready sessions no live worker will run, and why: no worker is alive at all,
+-- or live workers exist but none accepts the session's pin. They wait; they
+-- are never dropped. A worker is live while its heartbeat is younger than its
+-- lease (%(live_seconds)s for rows from before workers recorded their lease).
+WITH live AS (
+    SELECT pins
+    FROM workers
+    WHERE state = 'running'
+      AND heartbeat_at > now() - make_interval(secs => coalesce(lease_seconds, %(live_seconds)s))
+)
+SELECT (SELECT count(*) FROM live) AS live_workers,
+       count(*) FILTER (WHERE NOT EXISTS (SELECT FROM live)) AS without_worker,
+       count(*) FILTER (
+           WHERE EXISTS (SELECT FROM live)
+             AND NOT EXISTS (SELECT FROM live WHERE s.pin IS NULL OR s.pin = ANY (live.pins))
+       ) AS unaccepted
 FROM sessions s
 WHERE s.status = 'ready'
-  AND NOT EXISTS (
-      SELECT FROM workers w
-      WHERE w.state = 'running'
-        AND w.heartbeat_at > now() - make_interval(secs => %(live_seconds)s)
-        AND (s.pin IS NULL OR s.pin = ANY (w.pins))
-  )
+
+-- name: session_columns
+-- Fragment: what a client may see of a session (no lease internals).
+id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at
+
+-- name: sessions_get
+-- One session; with %(tenant)s set, only if it belongs to that tenant.
+SELECT /*include:session_columns*/
+FROM sessions
+WHERE id = %(session_id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+
+-- name: sessions_list
+-- One page of a tenant's sessions, newest first, after the keyset
+-- (%(before_created_at)s, %(before_id)s) of the previous page's last row.
+SELECT /*include:session_columns*/
+FROM sessions
+WHERE tenant = %(tenant)s
+  AND (cardinality(%(statuses)s::text[]) = 0 OR status = ANY (%(statuses)s::text[]))
+  AND (%(pin)s::text IS NULL OR pin = %(pin)s)
+  AND (%(before_created_at)s::timestamptz IS NULL
+       OR (created_at, id) < (%(before_created_at)s::timestamptz, %(before_id)s::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT %(limit)s
+

@@ -148,3 +148,26 @@ WITH held AS (
 SELECT EXISTS (SELECT FROM log_bump) AS parked, held.control, held.control_reason
 FROM held
 WHERE EXISTS (SELECT FROM log_bump) OR held.control_turn_id = %(turn_id)s
+
+-- name: turn_columns
+-- Fragment: a turn as a client sees it, from turns t.
+t.id, t.session_id, t.seq, t.idempotency_key, t.status, t.input, t.output, t.error, t.reason,
+t.attempts, t.timeout_seconds, t.enqueued_at, t.started_at, t.finished_at
+
+-- name: turns_get
+-- One turn of one session; with %(tenant)s set, only if the session is that tenant's.
+SELECT /*include:turn_columns*/
+FROM turns t
+JOIN sessions s ON s.id = t.session_id
+WHERE t.id = %(turn_id)s AND t.session_id = %(session_id)s
+  AND (%(tenant)s::text IS NULL OR s.tenant = %(tenant)s)
+
+-- name: turns_list
+-- A session's turns in order, after seq %(after_seq)s (keyset paging).
+SELECT /*include:turn_columns*/
+FROM turns t
+JOIN sessions s ON s.id = t.session_id
+WHERE t.session_id = %(session_id)s AND t.seq > %(after_seq)s
+  AND (%(tenant)s::text IS NULL OR s.tenant = %(tenant)s)
+ORDER BY t.seq
+LIMIT %(limit)s

@@ -1,4 +1,8 @@
-"""Exponential backoff with jitter, so a down database sees no reconnect storm."""
+"""Exponential backoff with jitter, so a down database sees no reconnect storm.
+
+Every caller that re-opens a store connection after losing it paces itself
+with this (the worker's listener and claimer, the CLI follower, the API's
+event hub), so it lives with the store rather than in one of them."""
 
 from __future__ import annotations
 

@@ -1,0 +1,43 @@
+"""What every request handler reaches: the stores over the API's pools, and the hub.
+
+Built once by the app's lifespan and kept on ``app.state``; handlers get it
+through the ``services`` dependency, never from a global.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from stint.api.hub import EventHub
+from stint.config.settings import Settings
+from stint.store.client import ClientStore
+from stint.store.config import StoreConfig
+from stint.store.controls import ControlStore
+from stint.store.keys import KeyStore
+from stint.store.pool import Pool
+
+__all__ = ["Services", "services"]
+
+
+@dataclass(frozen=True)
+class Services:
+    """Request handlers use ``client``, ``controls`` and ``keys`` (one pool);
+    event followers read through ``follow_client`` (a second, small pool), so
+    a crowd of streams can never starve request handlers of connections."""
+
+    settings: Settings
+    config: StoreConfig
+    pool: Pool
+    client: ClientStore
+    controls: ControlStore
+    keys: KeyStore
+    follow_client: ClientStore
+    hub: EventHub
+
+
+def services(request: Request) -> Services:
+    found = request.app.state.services
+    assert isinstance(found, Services)
+    return found

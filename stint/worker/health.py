@@ -1,0 +1,213 @@
+"""Worker health for orchestrators: liveness and readiness over plain HTTP.
+
+``STINT_HEALTH_PORT`` (0 = off) serves two endpoints, each answering 200 or 503
+with a small JSON body of the figures it judged:
+
+- ``GET /livez``: the event loop keeps up (its lag is below a bound, a third of
+  the lease by default) and leases were renewed within one lease. A worker that
+  fails it has fenced itself (it writes nothing) and is best restarted.
+- ``GET /readyz``: not draining, and the database answered the last renewal.
+
+The worker feeds a :class:`HealthState` (``renewed()``, ``renewal_failed()``,
+``draining``); :func:`serve_health` runs the server and the loop-lag watcher
+beside it. No web framework: a request line in, one response out, connection
+closed. ``python -m stint.worker.health livez|readyz`` is the probe for
+Docker's HEALTHCHECK (exit 0 when healthy).
+
+Only the standard library is imported here, so the probe starts quickly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import http.client
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+__all__ = ["HealthServerError", "HealthState", "probe", "serve_health"]
+
+log = logging.getLogger("stint.worker.health")
+
+_LAG_INTERVAL = 0.25  # seconds between loop-lag samples
+_REQUEST_TIMEOUT = 5.0  # seconds a client may take to send its request head
+_PATHS = ("/livez", "/readyz")
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+
+
+class HealthServerError(Exception):
+    """The health port could not be opened (taken, or not ours to bind)."""
+
+
+class HealthState:
+    """What the worker tells the health server; set from the worker's event loop.
+
+    ``clock`` is monotonic seconds (a parameter so unit tests can step it).
+    """
+
+    def __init__(
+        self,
+        *,
+        lease_seconds: float,
+        max_loop_lag: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.lease_seconds = lease_seconds
+        self.max_loop_lag = lease_seconds / 3 if max_loop_lag is None else max_loop_lag
+        self.draining = False
+        self.db_ok: bool | None = None  # unknown until the database first answers
+        self.loop_lag = 0.0
+        self._clock = clock
+        self._last_renewal = clock()
+
+    def renewed(self) -> None:
+        """The database answered a registration or lease renewal just now."""
+        self._last_renewal = self._clock()
+        self.db_ok = True
+
+    def renewal_failed(self) -> None:
+        """A lease renewal failed: the database did not answer (in time)."""
+        self.db_ok = False
+
+    def renewal_age(self) -> float:
+        return self._clock() - self._last_renewal
+
+    def liveness(self) -> tuple[bool, dict[str, Any]]:
+        age = self.renewal_age()
+        ok = self.loop_lag < self.max_loop_lag and age < self.lease_seconds
+        return ok, {
+            "loop_lag_s": round(self.loop_lag, 4),
+            "max_loop_lag_s": self.max_loop_lag,
+            "renewal_age_s": round(age, 3),
+            "lease_s": self.lease_seconds,
+        }
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        ok = not self.draining and self.db_ok is True
+        return ok, {"draining": self.draining, "database_ok": self.db_ok}
+
+
+@contextlib.asynccontextmanager
+async def serve_health(port: int, state: HealthState) -> AsyncIterator[None]:
+    """Serve ``/livez`` and ``/readyz`` on ``port`` (all interfaces) while the block
+    runs, and sample the event loop's lag into ``state``; port 0 serves nothing."""
+    if port == 0:
+        yield
+        return
+    try:
+        server = await asyncio.start_server(
+            lambda r, w: _answer(r, w, state), host=None, port=port, reuse_address=True
+        )
+    except OSError as exc:
+        raise HealthServerError(f"cannot serve health on port {port}: {exc.strerror}") from exc
+    watcher = asyncio.create_task(_watch_lag(state), name="health-lag")
+    log.info("health endpoints on port %d: /livez /readyz", port)
+    try:
+        yield
+    finally:
+        watcher.cancel()
+        server.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        await server.wait_closed()
+
+
+async def _watch_lag(state: HealthState) -> None:
+    """How late the loop wakes from a short sleep: a blocked loop shows here."""
+    while True:
+        before = time.monotonic()
+        await asyncio.sleep(_LAG_INTERVAL)
+        state.loop_lag = max(0.0, time.monotonic() - before - _LAG_INTERVAL)
+
+
+async def _answer(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: HealthState
+) -> None:
+    try:
+        try:
+            async with asyncio.timeout(_REQUEST_TIMEOUT):
+                head = await reader.readuntil(b"\r\n\r\n")
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            return
+        method, path = _request_line(head)
+        status, body = _route(method, path, state)
+        payload = json.dumps(body).encode() + b"\n"
+        headers = (
+            f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n"
+            "Cache-Control: no-store\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode()
+        writer.write(headers if method == "HEAD" else headers + payload)
+        await writer.drain()
+    except ConnectionError:
+        pass
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+def _request_line(head: bytes) -> tuple[str, str]:
+    line = head.split(b"\r\n", 1)[0].decode("latin-1")
+    parts = line.split(" ")
+    if len(parts) != 3:
+        return "", ""
+    return parts[0], parts[1].split("?", 1)[0]
+
+
+def _route(method: str, path: str, state: HealthState) -> tuple[int, dict[str, Any]]:
+    if path not in _PATHS:
+        return 404, {"error": "not found", "paths": list(_PATHS)}
+    if method not in ("GET", "HEAD"):
+        return 405, {"error": "use GET"}
+    ok, figures = state.liveness() if path == "/livez" else state.readiness()
+    return (200 if ok else 503), {"status": "ok" if ok else "failing", **figures}
+
+
+# --------------------------------------------------------------------------- probe
+
+
+def probe(port: int, check: str, *, host: str = "127.0.0.1", timeout: float = 3.0) -> bool:
+    """GET ``/<check>`` from a worker's health port; True on 200."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        conn.request("GET", f"/{check}")
+        response = conn.getresponse()
+        body = response.read().decode(errors="replace").strip()
+    except OSError as exc:
+        print(f"{check}: no answer on {host}:{port} ({exc})", file=sys.stderr)
+        return False
+    finally:
+        conn.close()
+    print(f"{check}: {response.status} {body}")
+    return response.status == 200
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m stint.worker.health",
+        description="Probe a worker's health endpoint; exit 0 when it answers 200.",
+    )
+    parser.add_argument("check", choices=["livez", "readyz"])
+    parser.add_argument(
+        "--port", type=int, default=None, help="health port (default: STINT_HEALTH_PORT)"
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    port = args.port if args.port is not None else int(os.environ.get("STINT_HEALTH_PORT", "0"))
+    if port <= 0:
+        print(f"{args.check}: the health endpoint is off (STINT_HEALTH_PORT=0)", file=sys.stderr)
+        return 1
+    return 0 if probe(port, args.check, host=args.host) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

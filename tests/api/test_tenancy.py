@@ -1,0 +1,147 @@
+"""Keys and tenants, for every route the app serves (the list comes from the app).
+
+A key of tenant b gets 404 for everything of tenant a's session and writes
+nothing; the same requests with a's key do reach it (so the 404 is the
+tenant filter, not a broken route). Read-only keys are refused on every
+write; a missing, malformed or revoked key is refused on every /v1 route.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from stint.postgres.scratch import ScratchTarget
+from stint.store.pool import Pool
+from tests.api.conftest import Keys, bearer, row_counts
+from tests.api.routes import BODIES, PUBLIC, api_routes, fill
+
+ROUTES = api_routes()
+SESSION_ROUTES = [(m, p) for m, p in ROUTES if "{session_id}" in p]
+COLLECTION_ROUTES = [(m, p) for m, p in ROUTES if p.startswith("/v1") and "{session_id}" not in p]
+WRITES = [(m, p) for m, p in ROUTES if m != "GET"]
+
+
+def test_every_route_is_known() -> None:
+    assert ROUTES, "the app serves no routes?"
+    for method, path in ROUTES:
+        assert (method, path) in PUBLIC or path.startswith("/v1/"), (method, path)
+        if method != "GET":
+            assert (method, path) in BODIES, f"add a body for {method} {path} to tests/api/routes"
+    assert {p for _, p in SESSION_ROUTES} >= {
+        "/v1/sessions/{session_id}",
+        "/v1/sessions/{session_id}/events",
+        "/v1/sessions/{session_id}/answers",
+        "/v1/sessions/{session_id}/cancel",
+    }
+
+
+async def _a_session_with_a_turn(http: httpx.AsyncClient, keys: Keys) -> tuple[str, str]:
+    created = await http.post("/v1/sessions", json={}, headers=bearer(keys.a))
+    assert created.status_code == 201, created.text
+    session_id = created.json()["id"]
+    queued = await http.post(
+        f"/v1/sessions/{session_id}/turns",
+        json={"input": {"min_wait_ms": 0}},
+        headers=bearer(keys.a),
+    )
+    assert queued.status_code == 201, queued.text
+    return session_id, queued.json()["turn_id"]
+
+
+async def _call(
+    http: httpx.AsyncClient, method: str, path: str, token: str, **params: Any
+) -> httpx.Response:
+    body = BODIES.get((method, path))
+    return await http.request(
+        method,
+        fill(path, params["session_id"], params["turn_id"]),
+        json=body,
+        params={"format": "json"} if path.endswith("/events") else None,
+        headers=bearer(token),
+    )
+
+
+@pytest.mark.parametrize(("method", "path"), SESSION_ROUTES)
+async def test_another_tenants_session_is_404_and_nothing_is_written(
+    http: httpx.AsyncClient, keys: Keys, pool: Pool, method: str, path: str
+) -> None:
+    session_id, turn_id = await _a_session_with_a_turn(http, keys)
+    before = await row_counts(pool)
+    theirs = await _call(http, method, path, keys.b, session_id=session_id, turn_id=turn_id)
+    assert theirs.status_code == 404, theirs.text
+    assert theirs.headers["content-type"] == "application/problem+json"
+    assert '"tenant"' not in theirs.text and "\n" not in theirs.json()["detail"]
+    assert await row_counts(pool) == before
+    if path.endswith("/events"):  # the stream form is refused before it starts, too
+        stream = await http.get(fill(path, session_id, turn_id), headers=bearer(keys.b))
+        assert stream.status_code == 404
+    ours = await _call(http, method, path, keys.a, session_id=session_id, turn_id=turn_id)
+    # answers: a's own session has no open question (409): found, unlike b's 404.
+    assert ours.status_code in (200, 201, 409), ours.text
+
+
+async def test_collections_show_only_the_callers_tenant(
+    http: httpx.AsyncClient, keys: Keys
+) -> None:
+    assert {p for _, p in COLLECTION_ROUTES} == {"/v1/sessions", "/v1/status"}
+    a_session, _ = await _a_session_with_a_turn(http, keys)
+    b_created = await http.post("/v1/sessions", json={}, headers=bearer(keys.b))
+    assert b_created.status_code == 201 and b_created.json()["tenant"] == "b"
+    b_session = b_created.json()["id"]
+    for token, mine, theirs in ((keys.a, a_session, b_session), (keys.b, b_session, a_session)):
+        listed = await http.get("/v1/sessions", headers=bearer(token))
+        ids = [s["id"] for s in listed.json()["sessions"]]
+        assert mine in ids and theirs not in ids
+    status_b = (await http.get("/v1/status", headers=bearer(keys.b))).json()
+    assert status_b["tenant"] == "b" and status_b["sessions"] == {"idle": 1}
+    status_a = (await http.get("/v1/status", headers=bearer(keys.a))).json()
+    assert status_a["sessions"] == {"ready": 1} and status_a["queued_turns"] == 1
+
+
+@pytest.mark.parametrize(("method", "path"), WRITES)
+async def test_read_only_keys_are_refused_on_every_write(
+    http: httpx.AsyncClient, keys: Keys, pool: Pool, method: str, path: str
+) -> None:
+    session_id, turn_id = await _a_session_with_a_turn(http, keys)
+    before = await row_counts(pool)
+    refused = await _call(
+        http, method, path, keys.a_read_only, session_id=session_id, turn_id=turn_id
+    )
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["detail"] == "this API key is read-only"
+    assert await row_counts(pool) == before
+
+
+async def test_read_only_keys_read(http: httpx.AsyncClient, keys: Keys) -> None:
+    session_id, turn_id = await _a_session_with_a_turn(http, keys)
+    for method, path in ROUTES:
+        if method == "GET" and path.startswith("/v1"):
+            got = await _call(
+                http, method, path, keys.a_read_only, session_id=session_id, turn_id=turn_id
+            )
+            assert got.status_code == 200, (path, got.text)
+
+
+@pytest.mark.parametrize(("method", "path"), [r for r in ROUTES if r not in PUBLIC])
+async def test_no_key_or_a_bad_key_is_401(
+    http: httpx.AsyncClient, keys: Keys, pool: Pool, db: ScratchTarget, method: str, path: str
+) -> None:
+    session_id, turn_id = await _a_session_with_a_turn(http, keys)
+    before = await row_counts(pool)
+    url = fill(path, session_id, turn_id)
+    body = BODIES.get((method, path))
+    for headers in (
+        {},
+        {"Authorization": "Basic dXNlcjpwYXNz"},
+        bearer("not-a-key"),
+        bearer(keys.revoked),
+        bearer(keys.a[:-2] + "xx"),
+    ):
+        refused = await http.request(method, url, json=body, headers=headers)
+        assert refused.status_code == 401, (headers, refused.text)
+        assert refused.headers["www-authenticate"] == "Bearer"
+        assert keys.a not in refused.text
+    assert await row_counts(pool) == before

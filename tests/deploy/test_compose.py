@@ -1,0 +1,131 @@
+"""deploy/compose.yaml on a real engine: PostgreSQL, the one-shot migration, two
+workers; turns run; ``stop`` drains every worker to exit 0.
+
+Runs with whichever compose the machine has: ``docker compose`` (v2) or
+Debian's ``docker-compose`` (v1, the only one its packages offer; .ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from stint.ops.checks import run_checks
+from stint.store.client import ClientStore
+from stint.store.config import ROLE_CLI, StoreConfig
+from stint.store.pool import Pool, open_pool
+from tests.deploy import engine
+from tests.deploy.conftest import REQUIRE_ENV
+from tests.polling import wait_until
+from tests.workers import fetch
+
+pytestmark = pytest.mark.docker
+
+COMPOSE_FILE = Path(__file__).resolve().parents[2] / "deploy" / "compose.yaml"
+TURNS = 8
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Project:
+    command: list[str]
+    name: str
+    env: dict[str, str]
+    url: str
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [*self.command, "--project-name", self.name, "--file", str(COMPOSE_FILE), *args],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert done.returncode == 0, f"compose {args[0]}: {done.stderr[-2000:]}"
+        return done
+
+    def containers(self, service: str) -> list[str]:
+        return self.run("ps", "--quiet", service).stdout.split()
+
+
+@pytest.fixture
+def project() -> Iterator[Project]:
+    command = engine.compose_command()
+    if command is None:
+        if os.environ.get(REQUIRE_ENV) == "1":
+            pytest.fail(f"{REQUIRE_ENV}=1 but neither docker compose nor docker-compose runs")
+        pytest.skip("no compose tool (docker compose, or Debian's docker-compose)")
+    port = _free_port()
+    password = secrets.token_urlsafe(12)
+    env = {"STINT_PG_PORT": str(port), "STINT_PG_PASSWORD": password}
+    url = f"postgresql://stint:{password}@127.0.0.1:{port}/stint"
+    made = Project(command, f"stinttest{uuid.uuid4().hex[:8]}", env, url)
+    try:
+        yield made
+    finally:
+        made.run("down", "--volumes", "--timeout", "60")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def pool(project: Project) -> AsyncIterator[Pool]:
+    project.run("up", "--detach")  # returns once postgres is healthy and migrate ran
+    opened = await open_pool(StoreConfig(conninfo=project.url), ROLE_CLI, min_size=1, max_size=2)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def test_compose_up_runs_turns_and_stop_drains_the_workers(
+    project: Project, pool: Pool
+) -> None:
+    [migrate] = project.containers("migrate")
+    assert engine.state(migrate)["ExitCode"] == 0
+    assert "up to date" in engine.logs(migrate)
+    workers = project.containers("worker")
+    assert len(workers) == 2  # deploy.replicas
+
+    async def both_registered() -> bool:
+        rows = await fetch(pool, "SELECT count(*) FROM workers WHERE state = 'running'")
+        return bool(rows[0][0] == len(workers))
+
+    await wait_until(both_registered, what="both workers registered", within=60)
+    client = ClientStore(StoreConfig(conninfo=project.url), pool)
+    for i in range(TURNS):
+        await client.turns_enqueue(
+            session_id=None,
+            idempotency_key=f"compose-{i}",
+            turn_input={"min_wait_ms": 50},
+            queue_limit=16,
+        )
+
+    async def all_succeeded() -> bool:
+        rows = await fetch(pool, "SELECT count(*) FROM turns WHERE status = 'succeeded'")
+        return bool(rows[0][0] == TURNS)
+
+    await wait_until(all_succeeded, what=f"{TURNS} turns succeeded", within=60)
+    project.run("stop", "worker", timeout=120)
+    for container in workers:
+        assert engine.state(container)["ExitCode"] == 0, engine.logs(container)[-2000:]
+    assert await fetch(pool, "SELECT DISTINCT state FROM workers") == [("stopped",)]
+
+    volume = json.loads(engine.docker("volume", "inspect", f"{project.name}_workspace").stdout)
+    journals = Path(volume[0]["Mountpoint"]) / "journals"
+    report = await run_checks(pool, journals=journals)
+    assert report.passed, report.as_json()

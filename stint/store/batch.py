@@ -46,6 +46,7 @@ class _Pending(Generic[R]):
     params: Mapping[str, Any]
     row: type[R]
     many: bool
+    lock_order: str
     future: asyncio.Future[Any]
 
 
@@ -75,27 +76,37 @@ class StatementBatcher:
         self._tasks: set[asyncio.Task[None]] = set()
         self.stats = BatchStats()
 
-    async def fetch_optional(self, name: str, row: type[R], params: Mapping[str, Any]) -> R | None:
-        """Run statement ``name`` in the next batch; its first row, or None."""
-        found: R | None = await self._submit(name, row, params, many=False)
+    async def fetch_optional(
+        self, name: str, row: type[R], params: Mapping[str, Any], *, lock_order: str = ""
+    ) -> R | None:
+        """Run statement ``name`` in the next batch; its first row, or None.
+
+        ``lock_order`` is the key of the row the statement waits to lock (a
+        session id): a batch sends its statements in that order, so two
+        transactions that lock rows of one worker's sessions (another batch,
+        the lease renewal) always lock them in the same order and never
+        deadlock. Statements with the same key keep the order they came in."""
+        found: R | None = await self._submit(name, row, params, many=False, lock_order=lock_order)
         return found
 
     async def fetch_all(self, name: str, row: type[R], params: Mapping[str, Any]) -> list[R]:
-        """Run statement ``name`` in the next batch; all its rows."""
-        found: list[R] = await self._submit(name, row, params, many=True)
+        """Run statement ``name`` in the next batch; all its rows. For statements
+        that wait for no lock (claims skip locked rows): they go first."""
+        found: list[R] = await self._submit(name, row, params, many=True, lock_order="")
         return found
 
     async def _submit(
-        self, name: str, row: type[R], params: Mapping[str, Any], *, many: bool
+        self, name: str, row: type[R], params: Mapping[str, Any], *, many: bool, lock_order: str
     ) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(name, params, row, many, future))
+        self._queue.append(_Pending(name, params, row, many, lock_order, future))
         self._start_flushes()
         return await future
 
     def _start_flushes(self) -> None:
         while self._queue and self._flushing < self._concurrency:
             batch = [p for p in self._queue[: self._max_batch] if not p.future.done()]
+            batch.sort(key=lambda p: p.lock_order)  # stable: one row's statements keep their order
             del self._queue[: self._max_batch]
             if not batch:
                 continue

@@ -372,7 +372,9 @@ class RuntimeStore:
             "events_channel": self._config.events_channel,
             **extra,
         }
-        found = await self._batcher.fetch_optional(name, row, params)
+        found = await self._batcher.fetch_optional(
+            name, row, params, lock_order=str(claim.session_id)
+        )
         if found is None:
             raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation=name)
         return found

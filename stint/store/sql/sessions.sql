@@ -95,14 +95,22 @@ LEFT JOIN started ON started.session_id = log_bump.id
 -- name: leases_renew
 -- Extend every lease this worker still holds, in one statement; a session
 -- missing from the result is no longer ours. Also the worker's heartbeat, and
--- any cancel/interrupt request a missed NOTIFY did not deliver.
-WITH renewed AS (
+-- any cancel/interrupt request a missed NOTIFY did not deliver. Rows are
+-- locked in id order, the order batches of slot writes lock them in, so a
+-- renewal and a batch of the same worker never deadlock.
+WITH held AS (
+    SELECT s.id
+    FROM sessions s
+    JOIN unnest(%(session_ids)s::uuid[], %(epochs)s::bigint[]) AS mine (id, epoch)
+      ON mine.id = s.id
+    WHERE s.lease_owner = %(owner)s AND s.lease_epoch = mine.epoch
+    ORDER BY s.id
+    FOR UPDATE OF s
+), renewed AS (
     UPDATE sessions s
     SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
-    FROM unnest(%(session_ids)s::uuid[], %(epochs)s::bigint[]) AS held (id, epoch)
+    FROM held
     WHERE s.id = held.id
-      AND s.lease_owner = %(owner)s
-      AND s.lease_epoch = held.epoch
     RETURNING s.id, s.control, s.control_turn_id, s.control_reason
 ), beat AS (
     -- Keyed by pid too: a process restarted under the same worker id owns the row,

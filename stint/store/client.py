@@ -24,7 +24,6 @@ from stint.store.errors import (
     QueueFull,
     SessionBusy,
     UnknownSession,
-    UnknownTurn,
 )
 from stint.store.fetch import fetch_all, fetch_one, fetch_optional
 from stint.store.models import (
@@ -34,7 +33,6 @@ from stint.store.models import (
     StatusSummary,
     TenantStatus,
     TurnRecord,
-    TurnView,
     WorkerRow,
 )
 from stint.store.pool import Pool
@@ -349,23 +347,6 @@ class ClientStore:
         if found is None:
             raise UnknownSession(session=session_id)
         return found.status
-
-    async def turn_show(self, *, session_id: UUID, turn_id: UUID | None) -> TurnView:
-        """A turn of a session (``turn_id``, or its latest): status, output, error.
-
-        ``UnknownSession`` without such a session; ``UnknownTurn`` when ``turn_id``
-        is not one of its turns. A session with no turn yet comes back with
-        ``turn_id`` None.
-        """
-        async with guarded("turns_show", self._config), self._pool.connection() as conn:
-            view = await fetch_optional(
-                conn, TurnView, "turns_show", session_id=session_id, turn_id=turn_id
-            )
-        if view is None:
-            raise UnknownSession(session=session_id)
-        if turn_id is not None and view.turn_id is None:
-            raise UnknownTurn(session=session_id, turn=turn_id)
-        return view
 
     async def status(self) -> StatusSummary:
         """Workers (dead when their heartbeat outlived their lease), sessions by

@@ -44,7 +44,6 @@ __all__ = [
     "TurnRecord",
     "TurnStart",
     "TurnTiming",
-    "TurnView",
     "Work",
     "WorkerRow",
 ]
@@ -241,25 +240,6 @@ class StatusSummary(Row):
     live_workers: int
     ready_without_worker: int
     ready_unaccepted: int
-
-
-@dataclass(frozen=True)
-class TurnView(Row):
-    """One turn as ``stint show`` prints it (``turn_id`` is None: no such turn)."""
-
-    session_id: UUID
-    session_status: str
-    turn_id: UUID | None
-    seq: int | None
-    status: TurnStatus | None
-    reason: str | None
-    attempts: int | None
-    worker_id: str | None
-    output: Any
-    error: str | None
-    enqueued_at: datetime | None
-    started_at: datetime | None
-    finished_at: datetime | None
 
 
 @dataclass(frozen=True)

@@ -58,11 +58,11 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("STINT_SCHEMA", "db_schema"),
         description="schema holding Stint's tables",
     )
-    pool_min_size: int = Field(
-        0, ge=0, le=500, description="slot pool connections kept open; 0 means all of them"
-    )
-    pool_max_size: int = Field(
-        0, ge=0, le=500, description="slot pool connections at most; 0 means one per slot"
+    pool_size: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description="connections a worker's slots, claims and renewals share (plus one LISTEN)",
     )
     statement_timeout: float = Field(5.0, ge=0.1, le=3600, description="seconds per statement")
     lock_timeout: float = Field(5.0, ge=0.1, le=3600, description="seconds waiting for a lock")
@@ -222,15 +222,6 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [p.strip() for p in value.split(",") if p.strip()]
         return value
-
-    @property
-    def slot_pool_size(self) -> int:
-        return self.pool_max_size or self.slots
-
-    @property
-    def slot_pool_min_size(self) -> int:
-        """Opened at start, so the first turns do not wait for connections."""
-        return min(self.pool_min_size or self.slot_pool_size, self.slot_pool_size)
 
     def secrets(self) -> list[str]:
         """Values no log line may show (the database password, when the URL has one)."""

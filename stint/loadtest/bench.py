@@ -121,7 +121,7 @@ async def run_one(target: ScratchTarget, workers: int, slots: int, turns: int) -
     finally:
         stop_workers(procs)
         await pool.close()
-    start = min(t.finished_at - t.run_time for t in timings)
+    start = min(t.started_at for t in timings)
     span = max(t.finished_at for t in timings) - start
     return BenchResult(
         workers=workers,

@@ -68,7 +68,7 @@ class Bench:
         self.client = ClientStore(self.config, pool)
         self.probe = ProbeStore(self.config, pool)
         self.controls = ControlStore(self.config, pool)
-        self.runtime = RuntimeStore(self.config, slots=pool, claim=pool, lease=pool)
+        self.runtime = RuntimeStore(self.config, pool, concurrency=1)
         self.env = {
             "STINT_DATABASE_URL": self.config.conninfo,
             "STINT_SCHEMA": self.config.schema,
@@ -154,7 +154,7 @@ class Bench:
         times = []
         for _ in range(ready):
             started = time.perf_counter()
-            await self.runtime.sessions_claim(owner="probe", pins=[], limit=1, lease_seconds=60)
+            await self.runtime.turns_claim(owner="probe", pins=[], limit=1, lease_seconds=60)
             times.append(time.perf_counter() - started)
         return _ms(times)
 

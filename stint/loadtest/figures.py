@@ -35,10 +35,12 @@ def phase_figures(spec: CaseSpec, timings: Sequence[TurnTiming]) -> PhaseFigures
 
 
 def max_concurrent_turns(timings: Sequence[TurnTiming]) -> int:
-    """Most turns running at one instant, from their [start, finish] audit times."""
+    """Most turns running at one instant, from their [start, finish] audit times
+    (as stored: a finish and the next start taken by one statement are equal, and
+    must not look overlapping through floating-point arithmetic)."""
     edges: list[tuple[float, int]] = []
     for t in timings:
-        edges.append((t.finished_at - t.run_time, 1))
+        edges.append((t.started_at, 1))
         edges.append((t.finished_at, -1))
     running = peak = 0
     for _, step in sorted(edges, key=lambda e: (e[0], e[1])):

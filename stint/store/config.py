@@ -11,19 +11,15 @@ __all__ = [
     "ROLE_API",
     "ROLE_API_FOLLOW",
     "ROLE_API_LISTEN",
-    "ROLE_CLAIM",
     "ROLE_CLI",
-    "ROLE_LEASE",
     "ROLE_LISTEN",
-    "ROLE_SLOT",
+    "ROLE_WORKER",
     "StoreConfig",
     "validate_role_name",
     "validate_schema_name",
 ]
 
-ROLE_CLAIM = "stint-worker-claim"
-ROLE_LEASE = "stint-worker-lease"
-ROLE_SLOT = "stint-worker-slot"
+ROLE_WORKER = "stint-worker-pool"
 ROLE_LISTEN = "stint-worker-listen"
 ROLE_CLI = "stint-cli"
 # The API process: request handlers, followers' catch-up reads, its one LISTEN.

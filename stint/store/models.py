@@ -28,7 +28,6 @@ from stint.store.vocabulary import (
 
 __all__ = [
     "ApiKey",
-    "BegunTurn",
     "Claim",
     "ControlRequest",
     "EnqueueResult",
@@ -45,6 +44,7 @@ __all__ = [
     "TurnRecord",
     "TurnStart",
     "TurnTiming",
+    "Work",
     "WorkerRow",
 ]
 
@@ -86,18 +86,6 @@ class Claim(Row):
     session_id: UUID
     owner: str
     epoch: int
-
-
-@dataclass(frozen=True)
-class BegunTurn(Row):
-    """What ``turns_begin`` found: whether the fence held, and the turn it started."""
-
-    fenced: bool
-    turn_id: UUID | None
-    seq: int | None
-    input: dict[str, Any] | None
-    attempts: int | None
-    timeout_seconds: float | None
 
 
 @dataclass(frozen=True)
@@ -157,11 +145,23 @@ class StepRecord(Row):
 
 
 @dataclass(frozen=True)
-class FinishResult(Row):
-    """What remains after a turn finished: queued turns, and whether we still hold the lease."""
+class Work:
+    """What a slot runs next: a session it now holds, and the turn started on it
+    (None when the session had nothing left to start: the slot gives it back)."""
+
+    claim: Claim
+    turn: TurnStart | None
+
+
+@dataclass(frozen=True)
+class FinishResult:
+    """After a turn finished: turns still queued on its session, whether the
+    session is still held, and the slot's next work (the same session's next
+    turn, or another session claimed in the same statement), if any."""
 
     queued_turns: int
     still_held: bool
+    next: Work | None = None
 
 
 @dataclass(frozen=True)
@@ -256,6 +256,7 @@ class TurnTiming(Row):
     """One finished turn's audit times (epoch seconds, database clock) and durations."""
 
     enqueued_at: float
+    started_at: float
     finished_at: float
     end_to_end: float
     queue_wait: float

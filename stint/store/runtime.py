@@ -5,6 +5,11 @@ session row on ``lease_owner`` and ``lease_epoch`` (the fence). A worker whose
 lease was taken gets ``LeaseLost`` and nothing of the statement is written;
 event seqs come from ``sessions.last_event_seq`` under the same row lock, so a
 session's log is always exactly 1..N.
+
+A worker needs few connections whatever its slot count: the slots' statements
+go through a ``StatementBatcher`` (group commit over a small pool), and the
+registration, heartbeat and lease renewal borrow from the same pool; only the
+listener holds a connection of its own.
 """
 
 from __future__ import annotations
@@ -14,15 +19,14 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 from uuid import UUID
 
-from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from stint.store.batch import StatementBatcher
 from stint.store.config import StoreConfig
 from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost, WorkerIdInUse
-from stint.store.fetch import fetch_one, fetch_optional
+from stint.store.fetch import fetch_all, fetch_one, fetch_optional
 from stint.store.models import (
-    BegunTurn,
     Claim,
     ControlRequest,
     FinishResult,
@@ -30,6 +34,7 @@ from stint.store.models import (
     RenewedLease,
     StepRecord,
     TurnStart,
+    Work,
 )
 from stint.store.pool import Pool
 from stint.store.queries import query
@@ -55,6 +60,17 @@ class _Released:
 
 
 @dataclass(frozen=True)
+class _Claimed:
+    session_id: UUID
+    epoch: int
+    turn_id: UUID | None
+    seq: int | None
+    input: dict[str, Any] | None
+    attempts: int | None
+    timeout_seconds: float | None
+
+
+@dataclass(frozen=True)
 class _WorkerId:
     id: str
 
@@ -67,17 +83,52 @@ class _Holder:
     lease_seconds: float | None
 
 
-class RuntimeStore:
-    """Data access for one worker. Slot writes use ``slots``; claims and lease
-    renewals have pools of their own so that busy slots cannot starve them."""
+@dataclass(frozen=True)
+class _Finished:
+    queued_turns: int
+    still_held: bool
+    next_session_id: UUID | None
+    next_epoch: int | None
+    next_turn_id: UUID | None
+    next_seq: int | None
+    next_input: dict[str, Any] | None
+    next_attempts: int | None
+    next_timeout_seconds: float | None
 
-    def __init__(self, config: StoreConfig, *, slots: Pool, claim: Pool, lease: Pool) -> None:
+
+def _work(
+    owner: str,
+    session_id: UUID,
+    epoch: int,
+    turn_id: UUID | None,
+    seq: int | None,
+    turn_input: dict[str, Any] | None,
+    attempts: int | None,
+    timeout_seconds: float | None,
+) -> Work:
+    turn = None
+    if turn_id is not None:
+        assert seq is not None and turn_input is not None and attempts is not None
+        turn = TurnStart(turn_id, seq, turn_input, attempts, timeout_seconds)
+    return Work(Claim(session_id, owner, epoch), turn)
+
+
+class RuntimeStore:
+    """Data access for one worker, over one small pool."""
+
+    def __init__(self, config: StoreConfig, pool: Pool, *, concurrency: int) -> None:
         self._config = config
-        self._slots = slots
-        self._claim = claim
-        self._lease = lease
-        self.conversation = ConversationStore(config, slots)
-        """Conversation memory, on the slots' pool (a turn's reads and fenced writes)."""
+        self._pool = pool
+        self._batcher = StatementBatcher(config, pool, concurrency=concurrency)
+        self.conversation = ConversationStore(config, pool)
+        """Conversation memory, on the same pool (a turn's reads and fenced writes)."""
+
+    @property
+    def batcher(self) -> StatementBatcher:
+        return self._batcher
+
+    async def close(self) -> None:
+        await self._batcher.close()
 
     async def workers_register(
         self,
@@ -102,7 +153,7 @@ class RuntimeStore:
         }
         async with (
             guarded("workers_register", self._config),
-            self._lease.connection() as conn,
+            self._pool.connection() as conn,
             conn.transaction(),
         ):
             if await fetch_optional(conn, _WorkerId, "workers_register", **params) is not None:
@@ -117,24 +168,35 @@ class RuntimeStore:
         )
 
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None:
-        async with guarded("workers_set_state", self._config), self._lease.connection() as conn:
-            await conn.execute(
-                query("workers_set_state"), {"id": worker_id, "pid": pid, "state": state}
-            )
+        params = {"id": worker_id, "pid": pid, "state": state}
+        async with guarded("workers_set_state", self._config), self._pool.connection() as conn:
+            await conn.execute(query("workers_set_state"), params)
 
-    async def sessions_claim(
+    async def turns_claim(
         self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
-    ) -> list[Claim]:
+    ) -> list[Work]:
+        """Claim up to ``limit`` sessions and start each one's next turn."""
         params = {
             "owner": owner,
             "pins": list(pins),
             "limit": limit,
             "lease_seconds": lease_seconds,
+            "events_channel": self._config.events_channel,
         }
-        async with guarded("sessions_claim", self._config), self._claim.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(Claim))
-            await cur.execute(query("sessions_claim"), params)
-            return await cur.fetchall()
+        rows = await self._batcher.fetch_all("turns_claim", _Claimed, params)
+        return [
+            _work(
+                owner,
+                r.session_id,
+                r.epoch,
+                r.turn_id,
+                r.seq,
+                r.input,
+                r.attempts,
+                r.timeout_seconds,
+            )
+            for r in rows
+        ]
 
     async def leases_renew(
         self, *, owner: str, pid: int, claims: Sequence[Claim], lease_seconds: float
@@ -148,32 +210,16 @@ class RuntimeStore:
             "epochs": [c.epoch for c in claims],
             "lease_seconds": lease_seconds,
         }
-        async with guarded("leases_renew", self._config), self._lease.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(RenewedLease))
-            await cur.execute(query("leases_renew"), params)
-            return {row.session_id: row.request for row in await cur.fetchall()}
-
-    async def turns_begin(self, claim: Claim) -> TurnStart | None:
-        """Start the session's next turn; None when its queue is empty."""
-        params = {**self._fence(claim), "events_channel": self._config.events_channel}
-        async with guarded("turns_begin", self._config), self._slots.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(BegunTurn))
-            await cur.execute(query("turns_begin"), params)
-            row = await cur.fetchone()
-        if row is None or not row.fenced:
-            raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation="turns_begin")
-        if row.turn_id is None:
-            return None
-        assert row.seq is not None and row.input is not None and row.attempts is not None
-        return TurnStart(row.turn_id, row.seq, row.input, row.attempts, row.timeout_seconds)
+        async with guarded("leases_renew", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, RenewedLease, "leases_renew", **params)
+        return {row.session_id: row.request for row in rows}
 
     async def steps_for_turn(self, claim: Claim, turn_id: UUID) -> dict[str, StepRecord]:
         """Every step recorded for a turn (read on retries, to replay)."""
         params = {"session_id": claim.session_id, "turn_id": turn_id}
-        async with guarded("steps_for_turn", self._config), self._slots.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(StepRecord))
-            await cur.execute(query("steps_for_turn"), params)
-            return {row.step_key: row for row in await cur.fetchall()}
+        async with guarded("steps_for_turn", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, StepRecord, "steps_for_turn", **params)
+        return {row.step_key: row for row in rows}
 
     async def steps_start(
         self,
@@ -236,21 +282,43 @@ class RuntimeStore:
         events: Sequence[EventSpec],
         release: bool,
         reason: str | None = None,
+        claim_next: bool = False,
+        pins: Sequence[str] = (),
+        lease_seconds: float = 30.0,
     ) -> FinishResult:
-        """Finish a turn; the session stays leased only when more turns are queued
-        and ``release`` is false."""
-        return await self._fenced(
+        """Finish a turn and find the slot's next work in the same statement: the
+        same session's next turn when more are queued and ``release`` is false;
+        otherwise the session is released and, with ``claim_next``, another
+        session is claimed (under ``pins``, for ``lease_seconds``)."""
+        row = await self._fenced(
             "turns_finish",
             claim,
             turn_id,
             events,
-            FinishResult,
+            _Finished,
             status=status,
             output=None if output is None else Jsonb(output),
             error=error,
             release=release,
             reason=reason,
+            claim_next=claim_next,
+            pins=list(pins),
+            limit=1,
+            lease_seconds=lease_seconds,
         )
+        following = None
+        if row.next_session_id is not None and row.next_epoch is not None:
+            following = _work(
+                claim.owner,
+                row.next_session_id,
+                row.next_epoch,
+                row.next_turn_id,
+                row.next_seq,
+                row.next_input,
+                row.next_attempts,
+                row.next_timeout_seconds,
+            )
+        return FinishResult(row.queued_turns, row.still_held, following)
 
     async def turns_park(
         self, claim: Claim, *, turn_id: UUID, step_key: str, digest: str, question: Any
@@ -283,9 +351,6 @@ class RuntimeStore:
         )
         return released.requeued > 0
 
-    def _fence(self, claim: Claim) -> dict[str, Any]:
-        return {"session_id": claim.session_id, "owner": claim.owner, "epoch": claim.epoch}
-
     async def _fenced(
         self,
         name: str,
@@ -295,19 +360,21 @@ class RuntimeStore:
         row: type[_R],
         **extra: Any,
     ) -> _R:
-        """Run one fenced statement; no row back means the fence failed: ``LeaseLost``."""
+        """Run one fenced statement in the next batch; no row back means the fence
+        failed: ``LeaseLost``."""
         params = {
-            **self._fence(claim),
+            "session_id": claim.session_id,
+            "owner": claim.owner,
+            "epoch": claim.epoch,
             "turn_id": turn_id,
             "kinds": [kind for kind, _ in events],
             "payloads": [Jsonb(dict(payload)) for _, payload in events],
             "events_channel": self._config.events_channel,
             **extra,
         }
-        async with guarded(name, self._config), self._slots.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(row))
-            await cur.execute(query(name), params)
-            found = await cur.fetchone()
+        found = await self._batcher.fetch_optional(
+            name, row, params, lock_order=str(claim.session_id)
+        )
         if found is None:
             raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation=name)
         return found

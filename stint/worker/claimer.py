@@ -1,8 +1,9 @@
 """The claimer: fills free slots with leased sessions.
 
 One statement claims up to the number of free slots (``SKIP LOCKED``, oldest
-first); each claim starts a slot. It wakes on a notification or a finished
-slot and falls back to the poll interval: NOTIFY is a hint, polling the truth.
+first) and starts each claimed session's next turn; each starts a slot. It
+wakes on a notification or a finished slot and falls back to the poll
+interval: NOTIFY is a hint, polling the truth.
 A failed claim backs off; a worker that fenced itself (leases unrenewed for a
 whole lease) claims nothing.
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from stint.store.backoff import Backoff
 from stint.store.errors import StoreError
+from stint.store.models import TurnStart
 from stint.worker.failpoints import failpoint
 from stint.worker.ports import WorkerStore
 from stint.worker.service import Service, Wakeup
@@ -34,7 +36,7 @@ class Claimer(Service):
         *,
         store: WorkerStore,
         slots: Slots,
-        run_slot: Callable[[Held], Coroutine[Any, Any, None]],
+        run_slot: Callable[[Held, TurnStart | None], Coroutine[Any, Any, None]],
         owner: str,
         pins: Sequence[str],
         lease_seconds: float,
@@ -61,15 +63,21 @@ class Claimer(Service):
         if free <= 0 or not self._may_write():
             return 0
         with span(SPAN_CLAIM, worker_id=self._owner, free_slots=free) as current:
-            claims = await self._store.sessions_claim(
+            works = await self._store.turns_claim(
                 owner=self._owner, pins=self._pins, limit=free, lease_seconds=self._lease_seconds
             )
-            current.set_attribute("claimed", len(claims))
-        if claims:
+            current.set_attribute("claimed", len(works))
+        if works:
             failpoint("after_claim")
-        for claim in claims:
-            self._slots.start(claim, self._run_slot)
-        return len(claims)
+        for work in works:
+            self._slots.start(work.claim, self._slot_running(work.turn))
+        return len(works)
+
+    def _slot_running(self, turn: TurnStart | None) -> Callable[[Held], Coroutine[Any, Any, None]]:
+        def run(held: Held) -> Coroutine[Any, Any, None]:
+            return self._run_slot(held, turn)
+
+        return run
 
     async def run(self) -> None:
         backoff = Backoff()

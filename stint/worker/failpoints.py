@@ -16,11 +16,11 @@ import time
 __all__ = ["FAILPOINTS", "HARNESS_FAILPOINTS", "FailpointError", "configure", "failpoint"]
 
 FAILPOINTS = (
-    "after_claim",  # the claim committed; no slot has started
+    "after_claim",  # the claim committed (its turns started); no slot has run
     "after_step_started",  # a step is recorded started; its effect has not run
     "after_effect",  # the effect is fsync'd; the step is not committed
     "after_step_commit",  # the step and its events are committed
-    "after_turn_finish",  # the turn's terminal state is committed; the slot is not free
+    "after_turn_finish",  # the turn finished and the slot's next one started; neither runs
 )
 # Failpoints inside a harness: reached only when that harness runs.
 HARNESS_FAILPOINTS = (

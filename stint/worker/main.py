@@ -18,11 +18,11 @@ from stint.config.logs import setup_logging
 from stint.config.options import add_setting, overrides_from
 from stint.config.settings import Settings, SettingsError, load_settings
 from stint.config.target import resolve_store_config, workspace_dir
-from stint.store.config import ROLE_CLAIM, ROLE_LEASE, ROLE_LISTEN, ROLE_SLOT, StoreConfig
+from stint.store.config import ROLE_LISTEN, ROLE_WORKER, StoreConfig
 from stint.store.errors import StoreError, WorkerIdInUse
 from stint.store.listen import Listener
 from stint.store.migrate import check_schema, migrate
-from stint.store.pool import Pool, open_pool
+from stint.store.pool import open_pool
 from stint.store.runtime import RuntimeStore
 from stint.worker.failpoints import configure as configure_failpoints
 from stint.worker.harness import HarnessLoadError, load_harness
@@ -79,21 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 @asynccontextmanager
 async def _runtime_store(settings: Settings, config: StoreConfig) -> AsyncIterator[RuntimeStore]:
-    """The worker's store over three pools: slot writes, claims and lease renewals,
-    so that busy slots can never starve a claim or a renewal."""
-    pools: list[Pool] = []
+    """The worker's store over one small pool, opened in full at start so the first
+    turns do not wait for connections; whatever the slot count, the worker holds
+    ``pool_size`` connections plus the listener's. Batches of slot writes may use
+    all but one of them: the last stays free for lease renewals, which must never
+    queue behind slot writes (a renewal late by a lease fences the worker)."""
+    size = settings.pool_size
+    pool = await open_pool(config, ROLE_WORKER, min_size=size, max_size=size)
+    store = RuntimeStore(config, pool, concurrency=max(1, size - 1))
     try:
-        for role, low, high in (
-            (ROLE_SLOT, settings.slot_pool_min_size, settings.slot_pool_size),
-            (ROLE_CLAIM, 1, 1),
-            (ROLE_LEASE, 1, 1),
-        ):
-            pools.append(await open_pool(config, role, min_size=low, max_size=high))
-        slots, claim, lease = pools
-        yield RuntimeStore(config, slots=slots, claim=claim, lease=lease)
+        yield store
     finally:
-        for pool in pools:
-            await pool.close()
+        await store.close()
+        await pool.close()
 
 
 def _plan(settings: Settings, config: StoreConfig) -> WorkerPlan:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from stint.store.conversation import ConversationStore
-from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart
+from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, Work
 from stint.store.runtime import EventSpec
 from stint.store.vocabulary import StepKind, StepStatus, TurnStatus, WorkerState
 
@@ -45,15 +45,13 @@ class WorkerStore(Protocol):
 
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None: ...
 
-    async def sessions_claim(
+    async def turns_claim(
         self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
-    ) -> list[Claim]: ...
+    ) -> list[Work]: ...
 
     async def leases_renew(
         self, *, owner: str, pid: int, claims: Sequence[Claim], lease_seconds: float
     ) -> dict[UUID, ControlRequest | None]: ...
-
-    async def turns_begin(self, claim: Claim) -> TurnStart | None: ...
 
     async def steps_for_turn(self, claim: Claim, turn_id: UUID) -> dict[str, StepRecord]: ...
 
@@ -94,6 +92,9 @@ class WorkerStore(Protocol):
         events: Sequence[EventSpec],
         release: bool,
         reason: str | None = None,
+        claim_next: bool = False,
+        pins: Sequence[str] = (),
+        lease_seconds: float = 30.0,
     ) -> FinishResult: ...
 
     async def turns_park(

@@ -15,12 +15,12 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stint.store.errors import LeaseLost, StoreError
-from stint.store.models import ControlRequest, TurnStart
+from stint.store.models import Claim, ControlRequest, FinishResult, TurnStart
 from stint.store.vocabulary import EventKind, TurnStatus
 from stint.worker.context import LeaseExpired, Parked, TurnContext
 from stint.worker.failpoints import failpoint
@@ -57,7 +57,13 @@ class Outcome:
 
 
 class SessionRunner:
-    """Stateless apart from its collaborators; one ``run`` call per held session."""
+    """Stateless apart from its collaborators; one ``run`` call per slot task.
+
+    A slot task runs turns back to back: each finish statement also starts the
+    slot's next turn, on the same session while it has turns queued and its
+    fair share is not used up, else on another session claimed in that same
+    statement. The slot ends when there is nothing left to claim.
+    """
 
     def __init__(
         self,
@@ -67,69 +73,93 @@ class SessionRunner:
         limits: Limits,
         may_write: Callable[[], bool],
         stopping: Callable[[], bool],
+        switch: Callable[[Held, Claim], Held],
+        pins: Sequence[str],
+        lease_seconds: float,
     ) -> None:
         self._store = store
         self._harness = harness
         self._limits = limits
         self._may_write = may_write
         self._stopping = stopping
+        self._switch = switch
+        self._pins = list(pins)
+        self._lease_seconds = lease_seconds
 
-    async def run(self, held: Held) -> None:
-        claim = held.claim
+    async def run(self, held: Held, turn: TurnStart | None) -> None:
+        """Run ``turn`` (already started on ``held``'s session) and whatever follows."""
         claimed_at = time.monotonic()
         turns = 0
         try:
             while True:
                 if not self._may_write():
-                    raise LeaseExpired(f"session {claim.session_id}: worker fenced itself")
-                turn = None if self._stopping() else await self._store.turns_begin(claim)
-                if turn is None:
+                    raise LeaseExpired(f"session {held.claim.session_id}: worker fenced itself")
+                if turn is None:  # claimed with nothing left to start: give it back
                     held.releasing = True
-                    await self._store.sessions_release(claim)
+                    await self._store.sessions_release(held.claim)
                     return
-                held.turn_id = turn.turn_id
-                with span(
-                    SPAN_TURN,
-                    session_id=str(claim.session_id),
-                    turn_id=str(turn.turn_id),
-                    attempt=turn.attempts,
-                ) as current:
-                    outcome = await self._run_turn(held, turn)
-                    current.set_attribute(
-                        "status", outcome.status if outcome else TurnStatus.PARKED
-                    )
-                    held.turn_id = None  # from here the finish (or park) write owns the turn
-                    if outcome is None:
-                        return  # parked: the lease is released, the slot is free
-                    turns += 1
-                    held.releasing = True  # finishing releases the lease when nothing is queued
-                    finished = await self._store.turns_finish(
-                        claim,
-                        turn_id=turn.turn_id,
-                        status=outcome.status,
-                        output=outcome.output,
-                        error=outcome.error,
-                        events=[(outcome.kind, _terminal_payload(outcome, turn))],
-                        release=self._should_yield(turns, claimed_at),
-                        reason=outcome.reason,
-                    )
-                    failpoint("after_turn_finish")
-                if not finished.still_held:
+                finished = await self._run_and_finish(held, turn, turns + 1, claimed_at)
+                if finished is None:
+                    return  # parked: the lease is released, the slot is free
+                turns += 1
+                following = finished.next
+                if following is None:
                     return
+                if following.claim.session_id != held.claim.session_id:
+                    held = self._switch(held, following.claim)
+                    claimed_at = time.monotonic()
+                    turns = 0
                 held.releasing = False
+                turn = following.turn
         except LeaseLost as exc:  # LeaseExpired too: the worker fenced itself
             held.lost = True
-            log.warning("session %s: lease lost, stopping its slot (%s)", claim.session_id, exc)
+            log.warning(
+                "session %s: lease lost, stopping its slot (%s)", held.claim.session_id, exc
+            )
         except StoreError as exc:
-            log.warning("session %s: store failed, giving it back (%s)", claim.session_id, exc)
+            log.warning("session %s: store failed, giving it back (%s)", held.claim.session_id, exc)
             await self._give_back(held)
 
+    async def _run_and_finish(
+        self, held: Held, turn: TurnStart, nth: int, claimed_at: float
+    ) -> FinishResult | None:
+        """Run one turn and record how it ended; None when it parked."""
+        claim = held.claim
+        held.turn_id = turn.turn_id
+        with span(
+            SPAN_TURN,
+            session_id=str(claim.session_id),
+            turn_id=str(turn.turn_id),
+            attempt=turn.attempts,
+        ) as current:
+            outcome = await self._run_turn(held, turn)
+            current.set_attribute("status", outcome.status if outcome else TurnStatus.PARKED)
+            held.turn_id = None  # from here the finish (or park) write owns the turn
+            if outcome is None:
+                return None
+            held.releasing = True  # finishing releases the lease when nothing is queued
+            stopping = self._stopping()
+            finished = await self._store.turns_finish(
+                claim,
+                turn_id=turn.turn_id,
+                status=outcome.status,
+                output=outcome.output,
+                error=outcome.error,
+                events=[(outcome.kind, _terminal_payload(outcome, turn))],
+                release=stopping or self._should_yield(nth, claimed_at),
+                reason=outcome.reason,
+                claim_next=not stopping,
+                pins=self._pins,
+                lease_seconds=self._lease_seconds,
+            )
+            failpoint("after_turn_finish")
+            return finished
+
     def _should_yield(self, turns: int, claimed_at: float) -> bool:
-        """Give the slot up (session back to the end of the line) when draining or
-        after this claim's share, so one long queue cannot starve other sessions."""
+        """Give the session up (back to the end of the line) after this claim's
+        share, so one long queue cannot starve other sessions."""
         return (
-            self._stopping()
-            or turns >= self._limits.max_turns_per_claim
+            turns >= self._limits.max_turns_per_claim
             or time.monotonic() - claimed_at >= self._limits.max_claim_seconds
         )
 

@@ -53,6 +53,8 @@ class Slots:
     def __init__(self, capacity: int, *, claim_wakeup: Wakeup) -> None:
         self.capacity = capacity
         self._held: dict[UUID, Held] = {}
+        # The session each slot task holds now (a task moves on from session to session).
+        self._by_task: dict[asyncio.Task[None], Held] = {}
         self._claim_wakeup = claim_wakeup
 
     @property
@@ -77,11 +79,28 @@ class Slots:
         """Hold ``claim`` and run ``run(held)`` in a new slot task."""
         held = Held(claim)
         self._held[claim.session_id] = held
-        held.task = asyncio.create_task(run(held), name=f"slot-{claim.session_id}")
-        held.task.add_done_callback(lambda _task: self._done(held))
+        task = asyncio.create_task(run(held), name="slot")
+        held.task = task
+        self._by_task[task] = held
+        task.add_done_callback(self._done)
         return held
 
-    def _done(self, held: Held) -> None:
+    def switch(self, held: Held, claim: Claim) -> Held:
+        """The slot running ``held`` moves on to ``claim`` (its session was given
+        back, another was claimed in the same statement)."""
+        self._forget(held)
+        following = Held(claim, task=held.task)
+        self._held[claim.session_id] = following
+        if held.task is not None:
+            self._by_task[held.task] = following
+        return following
+
+    def _forget(self, held: Held) -> None:
         if self.current(held):
             del self._held[held.claim.session_id]
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        held = self._by_task.pop(task, None)
+        if held is not None:
+            self._forget(held)
         self._claim_wakeup.set()

@@ -134,6 +134,9 @@ class Supervisor:
             limits=plan.limits,
             may_write=keeper.may_write,
             stopping=self._stop.is_set,
+            switch=self.slots.switch,
+            pins=plan.pins,
+            lease_seconds=plan.lease_seconds,
         )
         claimer = Claimer(
             store=self._store,

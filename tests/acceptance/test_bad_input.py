@@ -30,6 +30,7 @@ from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.pool import Pool
 from stint.store.runtime import RuntimeStore
+from tests.integration.claims import claim_one
 from tests.workers import Cluster
 
 _TABLES = ("sessions", "turns", "events", "steps")
@@ -143,13 +144,11 @@ class Question:
 async def question(db: ScratchTarget, pool: Pool) -> Question:
     """A turn parked on a question, through the worker's own store calls."""
     client = ClientStore(db.config, pool)
-    runtime = RuntimeStore(db.config, slots=pool, claim=pool, lease=pool)
+    runtime = RuntimeStore(db.config, pool, concurrency=1)
     queued = await client.turns_enqueue(
         session_id=None, idempotency_key="q", turn_input={}, queue_limit=4
     )
-    [claim] = await runtime.sessions_claim(owner="w", pins=[], limit=1, lease_seconds=30)
-    turn = await runtime.turns_begin(claim)
-    assert turn is not None
+    claim, turn = await claim_one(runtime, "w")
     step_key = "ask-property"
     parked = await runtime.turns_park(
         claim, turn_id=turn.turn_id, step_key=step_key, digest="d", question="?"

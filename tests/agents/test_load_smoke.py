@@ -16,7 +16,7 @@ async def test_a_tiny_agents_case_runs_and_passes_its_checks(tmp_path: Path) -> 
         report = await run_case(spec, backends, tmp_path / "work", lambda *a: None)
     finally:
         backends.close()
-    assert report.passed, report.as_json()["checks"]
+    assert report.passed, [c for c in report.as_json()["checks"] if not c["passed"]]
     assert report.configuration["harness"] == "stint.agents:chat"
     check = next(c for c in report.checks if c["name"] == "model_called_once_per_step")
     assert check["evidence"] == {"model_requests": 16, "expected": 16, "outcomes": {"ok": 16}}

@@ -30,6 +30,7 @@ from stint.store.runtime import RuntimeStore
 from stint.worker.context import Parked, TurnContext
 from stint.worker.journal import EffectJournal
 from tests.agents.conftest import API_KEY
+from tests.integration.claims import claim_one
 from tests.workers import fetch
 
 
@@ -57,7 +58,7 @@ class Driver:
 
     def __init__(self, db: ScratchTarget, pool: Pool, harness: ChatHarness) -> None:
         self.client = ClientStore(db.config, pool)
-        self.runtime = RuntimeStore(db.config, slots=pool, claim=pool, lease=pool)
+        self.runtime = RuntimeStore(db.config, pool, concurrency=2)
         self.harness = harness
         self.session: UUID | None = None
 
@@ -69,10 +70,7 @@ class Driver:
             queue_limit=8,
         )
         self.session = queued.session_id
-        [claim] = await self.runtime.sessions_claim(owner="w", pins=[], limit=1, lease_seconds=30)
-        turn = await self.runtime.turns_begin(claim)
-        assert turn is not None
-        return claim, turn
+        return await claim_one(self.runtime, "w")
 
     async def attempt(self, claim: Claim, turn: TurnStart, attempt: int = 1) -> Any:
         steps = await self.runtime.steps_for_turn(claim, turn.turn_id) if attempt > 1 else {}
@@ -270,9 +268,8 @@ async def test_a_refused_approval_tells_the_model_and_runs_nothing(
     )
     controls = ControlStore(db.config, pool)
     await controls.answer(session_id=claim.session_id, step_key=parked.value.step_key, answer="no")
-    [claim] = await driver.runtime.sessions_claim(owner="w", pins=[], limit=1, lease_seconds=30)
-    again = await driver.runtime.turns_begin(claim)
-    assert again is not None and again.turn_id == turn.turn_id
+    claim, again = await claim_one(driver.runtime, "w")
+    assert again.turn_id == turn.turn_id
     output = await driver.attempt(claim, again, attempt=again.attempts)
     await driver.harness.close()
     assert output["tool_calls"] == [

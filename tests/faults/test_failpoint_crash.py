@@ -189,7 +189,8 @@ async def _stop(worker: WorkerProc) -> None:
 # "A" (the killed victim's lease) or "B" (the rescuer's, one epoch later).
 _T = ["turn.started", "tool.called", "tool.returned", "turn.completed"]
 _EXPECTED: dict[str, list[tuple[str, str]]] = {
-    "after_claim": [(k, "B") for k in _T * 2],
+    # The claim statement also started the turn: the rescuer starts it again.
+    "after_claim": [("turn.started", "A"), *[(k, "B") for k in _T * 2]],
     "after_step_started": [
         ("turn.started", "A"),
         ("tool.called", "A"),
@@ -214,15 +215,17 @@ _EXPECTED: dict[str, list[tuple[str, str]]] = {
         ("turn.completed", "B"),
         *[(k, "B") for k in _T],
     ],
-    "after_turn_finish": [(k, "A") for k in _T] + [(k, "B") for k in _T],
+    # The finish statement also started turn 2: the rescuer starts it again.
+    "after_turn_finish": [(k, "A") for k in _T] + [("turn.started", "A")] + [(k, "B") for k in _T],
 }
-# (attempts of turn 1, who started turn 1 last, was turn 1's effect reconciled)
-_TURN1: dict[str, tuple[int, str, bool]] = {
-    "after_claim": (1, RESCUER, False),
-    "after_step_started": (2, RESCUER, False),  # the effect never ran: B runs it
-    "after_effect": (2, RESCUER, True),  # fsync'd but not committed: B finds it
-    "after_step_commit": (2, RESCUER, False),  # committed: B replays its result
-    "after_turn_finish": (1, VICTIM, False),  # finished: B must not rerun it
+# (attempts of turn 1, who started turn 1 last, was turn 1's effect reconciled,
+#  attempts of turn 2)
+_TURN1: dict[str, tuple[int, str, bool, int]] = {
+    "after_claim": (2, RESCUER, False, 1),  # started, nothing run: B starts it again
+    "after_step_started": (2, RESCUER, False, 1),  # the effect never ran: B runs it
+    "after_effect": (2, RESCUER, True, 1),  # fsync'd but not committed: B finds it
+    "after_step_commit": (2, RESCUER, False, 1),  # committed: B replays its result
+    "after_turn_finish": (1, VICTIM, False, 2),  # finished: B must not rerun it
 }
 
 
@@ -256,8 +259,8 @@ async def test_crash_kill9_at_failpoint_is_recovered_exactly_once(
     events = await _events(pool, sid)
     assert [(e[0], e[1]) for e in events] == [(k, epochs[w]) for k, w in _EXPECTED[name]]
     turns = await _turns(pool, sid)
-    attempts, starter, reconciled = _TURN1[name]
-    assert [(t[2], t[3]) for t in turns] == [(attempts, starter), (1, RESCUER)]
+    attempts, starter, reconciled, second = _TURN1[name]
+    assert [(t[2], t[3]) for t in turns] == [(attempts, starter), (second, RESCUER)]
     flags = [e[2]["reconciled"] for e in events if e[0] == "tool.returned"]
     assert flags == [reconciled, False]
     await _assert_each_turn_and_effect_once(pool, cluster, sid)

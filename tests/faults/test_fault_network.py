@@ -415,7 +415,7 @@ async def test_fault_release_racing_a_renewal_is_not_reported_as_lease_lost(
     worker = cluster.start_worker(slots=8, database_url=via(proxy, db), lease_seconds=2)
     await enqueue(ClientStore(db.config, pool), 64, {"min_wait_ms": 0})
     await wait_until(lambda: finished(pool, 64), what="64 turns finished", within=90)
-    assert await turn_states(pool) == [("succeeded", 1)] * 64
+    assert await turn_states(pool) == [("succeeded", 1)] * 64, worker.log_text()[-6000:]
     assert await fetch(pool, "SELECT DISTINCT lease_epoch FROM sessions") == [(1,)]
     await stop(worker)
     lost = [line for line in worker.log_text().splitlines() if "lease lost" in line]

@@ -590,16 +590,16 @@ async def test_fault_blocked_write_times_out_and_is_replayed(
     await assert_checks_pass(cluster, pool, {a: attempts[a] - 1})
 
 
-# -- 4c: fewer slot connections than slots ----------------------------------------------
+# -- 4c: one connection for many slots ----------------------------------------------
 
 
-async def test_fault_slot_pool_smaller_than_slots(
+async def test_fault_one_connection_for_four_slots(
     cluster: Cluster, db: ScratchTarget, pool: Pool
 ) -> None:
-    """STINT_POOL_MAX_SIZE=1 with --slots 4: four slots share one connection (never more
-    open), all turns complete, and no lease is lost (renewals have their own pool):
-    every turn runs once."""
-    worker = cluster.start_worker(slots=4, pool_max_size=1, lease_seconds=1)
+    """STINT_POOL_SIZE=1 with --slots 4: slots, claims and renewals share one
+    connection (never more open), all turns complete, and no lease is lost (the
+    renewal waits at most for one batch): every turn runs once."""
+    worker = cluster.start_worker(slots=4, pool_size=1, lease_seconds=1)
     producer = Producer(ClientStore(db.config, pool))
     sessions = await producer.sessions(12, "s")
     await producer.more_turns(sessions, "second")
@@ -612,7 +612,7 @@ async def test_fault_slot_pool_smaller_than_slots(
             "SELECT (SELECT count(*) FROM sessions WHERE status = 'running'), "
             "(SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
             " AND datname = current_database())",
-            "stint-worker-slot",
+            "stint-worker-pool",
         )
         peak_running = max(peak_running, int(rows[0][0]))
         peak_conns = max(peak_conns, int(rows[0][1]))
@@ -685,8 +685,8 @@ async def test_fault_max_connections_reached(tmp_path: Path) -> None:
             rows = await fetch(p.pool, "SELECT status, attempts FROM turns")
             assert rows == [("queued", 0)] * 4, "nothing written"
 
-            # Room for the pools (slot, claim, lease) but not for the listener.
-            await free(hogs, 3)
+            # Room for the pool (two connections) but not for the listener.
+            await free(hogs, 2)
             worker = p.workers.start_worker(slots=1, connect_timeout=1)
             await wait_until(
                 lambda: log_has(worker, "listener lost its connection", "too many clients"),

@@ -22,6 +22,7 @@ from stint.worker.context import (
 )
 from stint.worker.journal import EffectJournal
 from stint.worker.tools import JournalTool, Reconciled, ToolCall, Verdict
+from tests.integration.claims import claim_one
 
 
 class CountingTool:
@@ -44,10 +45,8 @@ class CountingTool:
 async def _turn(db: ScratchTarget, pool: Pool) -> tuple[RuntimeStore, Claim, TurnStart]:
     client = ClientStore(db.config, pool)
     await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={}, queue_limit=4)
-    runtime = RuntimeStore(db.config, slots=pool, claim=pool, lease=pool)
-    [claim] = await runtime.sessions_claim(owner="w", pins=[], limit=1, lease_seconds=30)
-    turn = await runtime.turns_begin(claim)
-    assert turn is not None
+    runtime = RuntimeStore(db.config, pool, concurrency=2)
+    claim, turn = await claim_one(runtime, "w")
     return runtime, claim, turn
 
 

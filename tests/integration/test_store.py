@@ -6,7 +6,7 @@ import psycopg
 import pytest
 
 from stint.postgres.scratch import ScratchTarget
-from stint.store.config import ROLE_SLOT, StoreConfig
+from stint.store.config import ROLE_WORKER, StoreConfig
 from stint.store.errors import (
     ConnectionFailed,
     DatabaseError,
@@ -22,7 +22,7 @@ async def test_pooled_connections_carry_schema_timeouts_and_role(db: ScratchTarg
     config = replace(
         db.config, statement_timeout=1.5, lock_timeout=0.25, idle_in_transaction_timeout=7
     )
-    pool = await open_pool(config, ROLE_SLOT, min_size=2, max_size=2)
+    pool = await open_pool(config, ROLE_WORKER, min_size=2, max_size=2)
     try:
         for _ in range(2):
             async with pool.connection() as conn:
@@ -43,7 +43,7 @@ async def test_pooled_connections_carry_schema_timeouts_and_role(db: ScratchTarg
             "statement_timeout": "1500ms",
             "lock_timeout": "250ms",
             "idle_in_transaction_session_timeout": "7s",
-            "application_name": "stint-worker-slot",
+            "application_name": "stint-worker-pool",
         }
     finally:
         await pool.close()
@@ -51,7 +51,7 @@ async def test_pooled_connections_carry_schema_timeouts_and_role(db: ScratchTarg
 
 async def test_statement_timeout_is_translated(db: ScratchTarget) -> None:
     pool = await open_pool(
-        replace(db.config, statement_timeout=0.1), ROLE_SLOT, min_size=1, max_size=1
+        replace(db.config, statement_timeout=0.1), ROLE_WORKER, min_size=1, max_size=1
     )
     try:
         with pytest.raises(QueryTimeout) as caught, translated("sleepy"):
@@ -64,7 +64,9 @@ async def test_statement_timeout_is_translated(db: ScratchTarget) -> None:
 
 
 async def test_lock_timeout_is_translated(db: ScratchTarget, pool: Pool) -> None:
-    short = await open_pool(replace(db.config, lock_timeout=0.1), ROLE_SLOT, min_size=1, max_size=1)
+    short = await open_pool(
+        replace(db.config, lock_timeout=0.1), ROLE_WORKER, min_size=1, max_size=1
+    )
     try:
         async with pool.connection() as holder, holder.transaction():
             await holder.execute("LOCK TABLE sessions IN ACCESS EXCLUSIVE MODE")
@@ -105,6 +107,6 @@ async def test_unreachable_server_fails_without_leaking_the_password() -> None:
         conninfo="host=127.0.0.1 port=9 dbname=x user=u password=hunter2", connect_timeout=2
     )
     with pytest.raises(ConnectionFailed) as caught:
-        await open_pool(config, ROLE_SLOT, min_size=1, max_size=1)
+        await open_pool(config, ROLE_WORKER, min_size=1, max_size=1)
     assert "hunter2" not in str(caught.value)
     assert "hunter2" not in repr(caught.value.context)

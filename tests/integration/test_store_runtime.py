@@ -12,9 +12,11 @@ from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI
 from stint.store.errors import IdempotencyConflict, LeaseLost, QueueFull, UnknownSession
-from stint.store.models import Claim, EnqueueResult
+from stint.store.models import EnqueueResult, Work
 from stint.store.pool import Pool, open_pool
 from stint.store.runtime import RuntimeStore
+from stint.store.vocabulary import EventKind, TurnStatus
+from tests.integration.claims import claim_one
 from tests.polling import wait_until
 
 
@@ -25,7 +27,7 @@ def client(db: ScratchTarget, pool: Pool) -> ClientStore:
 
 @pytest.fixture
 def runtime(db: ScratchTarget, pool: Pool) -> RuntimeStore:
-    return RuntimeStore(db.config, slots=pool, claim=pool, lease=pool)
+    return RuntimeStore(db.config, pool, concurrency=2)
 
 
 async def _count(pool: Pool, table: str) -> int:
@@ -114,13 +116,13 @@ async def test_claim_respects_limit_pins_and_order(
             session_id=None, idempotency_key="k", turn_input={}, pin="v2", queue_limit=4
         )
     ).session_id
-    got = await runtime.sessions_claim(owner="w1", pins=[], limit=2, lease_seconds=30)
-    assert [c.session_id for c in got] == plain[:2]
-    assert all(c.epoch == 1 for c in got)
-    rest = await runtime.sessions_claim(owner="w2", pins=[], limit=5, lease_seconds=30)
-    assert [c.session_id for c in rest] == plain[2:]
-    v2 = await runtime.sessions_claim(owner="w3", pins=["v2"], limit=5, lease_seconds=30)
-    assert [c.session_id for c in v2] == [pinned]
+    got = await runtime.turns_claim(owner="w1", pins=[], limit=2, lease_seconds=30)
+    assert [w.claim.session_id for w in got] == plain[:2]
+    assert all(w.claim.epoch == 1 and w.turn is not None for w in got)
+    rest = await runtime.turns_claim(owner="w2", pins=[], limit=5, lease_seconds=30)
+    assert [w.claim.session_id for w in rest] == plain[2:]
+    v2 = await runtime.turns_claim(owner="w3", pins=["v2"], limit=5, lease_seconds=30)
+    assert [w.claim.session_id for w in v2] == [pinned]
 
 
 async def test_stale_owner_is_fenced_and_writes_nothing(
@@ -129,15 +131,16 @@ async def test_stale_owner_is_fenced_and_writes_nothing(
     queued = await client.turns_enqueue(
         session_id=None, idempotency_key="k", turn_input={}, queue_limit=4
     )
-    [old] = await runtime.sessions_claim(owner="a", pins=[], limit=1, lease_seconds=0.2)
-    turn = await runtime.turns_begin(old)
-    assert turn is not None
+    old, turn = await claim_one(runtime, "a", lease_seconds=0.2)
 
-    async def taken_over() -> list[Claim]:
-        return await runtime.sessions_claim(owner="b", pins=[], limit=1, lease_seconds=30)
+    async def taken_over() -> list[Work]:
+        return await runtime.turns_claim(owner="b", pins=[], limit=1, lease_seconds=30)
 
-    [new] = await wait_until(taken_over, what="lease expiry lets b claim", within=10)
+    [retry] = await wait_until(taken_over, what="lease expiry lets b claim", within=10)
+    new = retry.claim
     assert (new.session_id, new.epoch) == (queued.session_id, old.epoch + 1)
+    # b's claim started the turn again: a retry, attempt 2
+    assert retry.turn is not None and (retry.turn.turn_id, retry.turn.attempts) == (turn.turn_id, 2)
     events_before = await _count(pool, "events")
     with pytest.raises(LeaseLost):
         await runtime.events_append(old, turn_id=turn.turn_id, events=[("message", {"x": 1})])
@@ -158,17 +161,13 @@ async def test_stale_owner_is_fenced_and_writes_nothing(
     assert await runtime.leases_renew(owner="a", pid=1, claims=[old], lease_seconds=30) == {}
     assert await _count(pool, "events") == events_before
     assert await _count(pool, "steps") == 0
-    retry = await runtime.turns_begin(new)
-    assert retry is not None and (retry.turn_id, retry.attempts) == (turn.turn_id, 2)
 
 
 async def test_events_are_contiguous_under_concurrent_appends(
     pool: Pool, client: ClientStore, runtime: RuntimeStore
 ) -> None:
     await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={}, queue_limit=4)
-    [claim] = await runtime.sessions_claim(owner="a", pins=[], limit=1, lease_seconds=30)
-    turn = await runtime.turns_begin(claim)
-    assert turn is not None
+    claim, turn = await claim_one(runtime, "a")
     await asyncio.gather(
         *(
             runtime.events_append(claim, turn_id=turn.turn_id, events=[("message", {"i": i})] * 3)
@@ -185,14 +184,105 @@ async def test_release_requeues_the_running_turn_with_an_event(
     queued = await client.turns_enqueue(
         session_id=None, idempotency_key="k", turn_input={}, queue_limit=4
     )
-    [claim] = await runtime.sessions_claim(owner="a", pins=[], limit=1, lease_seconds=30)
-    turn = await runtime.turns_begin(claim)
-    assert turn is not None
+    claim, turn = await claim_one(runtime, "a")
     assert await runtime.sessions_release(claim, turn_id=turn.turn_id, reason="drain")
     kinds = [e.kind for e in await client.events_after(session_id=queued.session_id, after=0)]
     assert kinds == ["turn.started", "turn.released"]
-    [again] = await runtime.sessions_claim(owner="b", pins=[], limit=1, lease_seconds=30)
-    assert again.session_id == queued.session_id
+    [again] = await runtime.turns_claim(owner="b", pins=[], limit=1, lease_seconds=30)
+    assert again.claim.session_id == queued.session_id
+
+
+async def _kinds(client: ClientStore, session_id: uuid.UUID) -> list[str]:
+    return [e.kind for e in await client.events_after(session_id=session_id, after=0)]
+
+
+def _finish_args(turn_id: uuid.UUID, *, release: bool, claim_next: bool) -> dict[str, object]:
+    return {
+        "turn_id": turn_id,
+        "status": TurnStatus.SUCCEEDED,
+        "output": {"ok": True},
+        "error": None,
+        "events": [(EventKind.TURN_COMPLETED, {})],
+        "release": release,
+        "claim_next": claim_next,
+        "lease_seconds": 30,
+    }
+
+
+async def test_finishing_starts_the_same_sessions_next_turn(
+    client: ClientStore, runtime: RuntimeStore
+) -> None:
+    first = await client.turns_enqueue(
+        session_id=None, idempotency_key="1", turn_input={}, queue_limit=4
+    )
+    second = await client.turns_enqueue(
+        session_id=first.session_id, idempotency_key="2", turn_input={"n": 2}, queue_limit=4
+    )
+    claim, turn = await claim_one(runtime, "a")
+    done = await runtime.turns_finish(
+        claim, **_finish_args(turn.turn_id, release=False, claim_next=True)
+    )
+    assert done.still_held and done.queued_turns == 1
+    assert done.next is not None and done.next.claim == claim
+    assert done.next.turn is not None and done.next.turn.turn_id == second.turn_id
+    assert done.next.turn.input == {"n": 2}
+    assert await _kinds(client, claim.session_id) == [
+        "turn.started",
+        "turn.completed",
+        "turn.started",
+    ]
+
+
+async def test_finishing_and_yielding_claims_the_oldest_other_session(
+    client: ClientStore, runtime: RuntimeStore
+) -> None:
+    mine = await client.turns_enqueue(
+        session_id=None, idempotency_key="1", turn_input={}, queue_limit=4
+    )
+    await client.turns_enqueue(
+        session_id=mine.session_id, idempotency_key="2", turn_input={}, queue_limit=4
+    )
+    other = await client.turns_enqueue(
+        session_id=None, idempotency_key="1", turn_input={}, queue_limit=4
+    )
+    claim, turn = await claim_one(runtime, "a")
+    assert claim.session_id == mine.session_id
+    done = await runtime.turns_finish(
+        claim, **_finish_args(turn.turn_id, release=True, claim_next=True)
+    )
+    assert not done.still_held and done.queued_turns == 1
+    assert done.next is not None and done.next.claim.session_id == other.session_id
+    assert done.next.turn is not None and done.next.turn.turn_id == other.turn_id
+    assert await _kinds(client, other.session_id) == ["turn.started"]
+    # the yielded session waits at the back of the line for the next claim
+    [back] = await runtime.turns_claim(owner="b", pins=[], limit=5, lease_seconds=30)
+    assert back.claim.session_id == mine.session_id
+
+
+async def test_finishing_with_nothing_left_releases_the_session(
+    client: ClientStore, runtime: RuntimeStore
+) -> None:
+    await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={}, queue_limit=4)
+    claim, turn = await claim_one(runtime, "a")
+    done = await runtime.turns_finish(
+        claim, **_finish_args(turn.turn_id, release=False, claim_next=True)
+    )
+    assert (done.still_held, done.queued_turns, done.next) == (False, 0, None)
+    assert await runtime.leases_renew(owner="a", pid=1, claims=[claim], lease_seconds=30) == {}
+
+
+async def test_a_draining_finish_claims_nothing(client: ClientStore, runtime: RuntimeStore) -> None:
+    await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={}, queue_limit=4)
+    waiting = await client.turns_enqueue(
+        session_id=None, idempotency_key="1", turn_input={}, queue_limit=4
+    )
+    claim, turn = await claim_one(runtime, "a")
+    done = await runtime.turns_finish(
+        claim, **_finish_args(turn.turn_id, release=True, claim_next=False)
+    )
+    assert done.next is None
+    [later] = await runtime.turns_claim(owner="b", pins=[], limit=5, lease_seconds=30)
+    assert later.claim.session_id == waiting.session_id
 
 
 async def test_session_creation_race_with_one_key_yields_one_session_and_one_turn(

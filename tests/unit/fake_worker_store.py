@@ -19,7 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from stint.store.errors import LeaseLost
-from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart
+from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart, Work
 from stint.store.runtime import EventSpec
 from stint.store.vocabulary import (
     ControlAction,
@@ -115,20 +115,35 @@ class FakeWorkerStore:
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None:
         self.states.append(state)
 
-    async def sessions_claim(
-        self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
-    ) -> list[Claim]:
-        claims = []
+    def _start_next(self, session: FakeSession) -> TurnStart | None:
+        for turn in session.turns:
+            if turn.status in (TurnStatus.QUEUED, TurnStatus.RUNNING):
+                turn.status = TurnStatus.RUNNING
+                turn.attempts += 1
+                self.events.append((session.id, "turn.started"))
+                return TurnStart(turn.id, 1, turn.input, turn.attempts)
+        return None
+
+    def _claim(self, owner: str, limit: int, *, but: UUID | None = None) -> list[Work]:
+        works = []
         for session in self.sessions.values():
-            if len(claims) == limit:
+            if len(works) == limit:
                 break
-            if session.owner is None and any(
-                t.status in (TurnStatus.QUEUED, TurnStatus.RUNNING) for t in session.turns
+            if (
+                session.id != but
+                and session.owner is None
+                and any(t.status in (TurnStatus.QUEUED, TurnStatus.RUNNING) for t in session.turns)
             ):
                 session.owner = owner
                 session.epoch += 1
-                claims.append(Claim(session.id, owner, session.epoch))
-        return claims
+                claim = Claim(session.id, owner, session.epoch)
+                works.append(Work(claim, self._start_next(session)))
+        return works
+
+    async def turns_claim(
+        self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
+    ) -> list[Work]:
+        return self._claim(owner, limit)
 
     async def leases_renew(
         self, *, owner: str, pid: int, claims: Sequence[Claim], lease_seconds: float
@@ -142,16 +157,6 @@ class FakeWorkerStore:
             if session.owner == claim.owner and session.epoch == claim.epoch:
                 kept[claim.session_id] = session.control
         return kept
-
-    async def turns_begin(self, claim: Claim) -> TurnStart | None:
-        session = self._fenced(claim)
-        for turn in session.turns:
-            if turn.status in (TurnStatus.QUEUED, TurnStatus.RUNNING):
-                turn.status = TurnStatus.RUNNING
-                turn.attempts += 1
-                self.events.append((claim.session_id, "turn.started"))
-                return TurnStart(turn.id, 1, turn.input, turn.attempts)
-        return None
 
     async def steps_for_turn(self, claim: Claim, turn_id: UUID) -> dict[str, StepRecord]:
         return {key: step for (tid, key), step in self.steps.items() if tid == turn_id}
@@ -205,6 +210,9 @@ class FakeWorkerStore:
         events: Sequence[EventSpec],
         release: bool,
         reason: str | None = None,
+        claim_next: bool = False,
+        pins: Sequence[str] = (),
+        lease_seconds: float = 30.0,
     ) -> FinishResult:
         session = self._fenced(claim)
         turn = next(t for t in session.turns if t.id == turn_id)
@@ -214,10 +222,11 @@ class FakeWorkerStore:
         if session.control is not None and session.control.turn_id == turn_id:
             session.control = None
         queued = len(session.open_turns)
-        held = queued > 0 and not release
-        if not held:
-            self._release(session)
-        return FinishResult(queued_turns=queued, still_held=held)
+        if queued > 0 and not release:
+            return FinishResult(queued, True, Work(claim, self._start_next(session)))
+        self._release(session)
+        works = self._claim(claim.owner, 1, but=session.id) if claim_next else []
+        return FinishResult(queued, False, works[0] if works else None)
 
     async def turns_park(
         self, claim: Claim, *, turn_id: UUID, step_key: str, digest: str, question: Any

@@ -338,3 +338,19 @@ def test_stint_size_bad_numbers_exit_2(matrix_json: Path) -> None:
         result.stderr.strip()
         == "stint size: rate must be a positive number of turns per second, not 0.0"
     )
+
+
+def test_a_turn_started_as_another_finished_does_not_overlap_it() -> None:
+    """One statement finishes a turn and starts the slot's next at one instant."""
+    from stint.loadtest.figures import max_concurrent_turns
+    from stint.store.models import TurnTiming
+
+    def timing(start: float, finish: float) -> TurnTiming:
+        return TurnTiming(
+            start - 0.5, start, finish, finish - start + 0.5, 0.1, finish - start, "succeeded", 1
+        )
+
+    instant = 1764585633.206972
+    chained = [timing(1764585633.105049, instant), timing(instant, 1764585633.271009)]
+    assert max_concurrent_turns(chained) == 1
+    assert max_concurrent_turns([*chained, timing(1764585633.2, 1764585633.3)]) == 2

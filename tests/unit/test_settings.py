@@ -64,7 +64,7 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = load_settings(slots=7)
     assert settings.slots == 7
     assert settings.pins == ["v1", "v2"]
-    assert settings.slot_pool_size == 7
+    assert settings.pool_size == 2
 
 
 @pytest.mark.parametrize("name", ["a-b", "A", "x;y", "", "a" * 64, '"q"'])

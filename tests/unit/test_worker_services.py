@@ -80,6 +80,9 @@ class Rig:
             limits=LIMITS,
             may_write=self.keeper.may_write,
             stopping=lambda: self.stopping,
+            switch=self.slots.switch,
+            pins=[],
+            lease_seconds=30,
         )
         self.claimer = Claimer(
             store=store,
@@ -103,6 +106,11 @@ class Rig:
             on_failure=_failed,
         )
 
+    async def settle_all(self) -> None:
+        """Wait until every slot task has ended."""
+        tasks = {h.task for h in self.slots.snapshot() if h.task is not None}
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     async def settle(self, session_id: UUID) -> None:
         """Wait until the slot holding ``session_id`` has ended."""
         for held in self.slots.snapshot():
@@ -117,13 +125,16 @@ async def test_claimer_fills_free_slots_and_no_more() -> None:
     assert await rig.claimer.run_once() == 2
     assert rig.slots.free == 0
     assert await rig.claimer.run_once() == 0
+    # A finishing slot moves on to the waiting session in its finish statement.
     rig.harness.gates["g0"].set()
+    await rig.harness.entered["g2"].wait()
+    assert store.turn(sids[0]).status is TurnStatus.SUCCEEDED
+    assert rig.slots.free == 0 and rig.slots.holds(sids[2]) and not rig.slots.holds(sids[0])
     rig.harness.gates["g1"].set()
-    for sid in sids[:2]:
-        await rig.settle(sid)
+    rig.harness.gates["g2"].set()
+    await rig.settle_all()
     assert rig.slots.free == 2
-    assert await rig.claimer.run_once() == 1
-    assert [store.turn(s).status for s in sids[:2]] == [TurnStatus.SUCCEEDED] * 2
+    assert [store.turn(s).status for s in sids] == [TurnStatus.SUCCEEDED] * 3
 
 
 async def test_a_worker_that_fenced_itself_claims_nothing() -> None:

@@ -16,7 +16,7 @@ WITH cancelled AS (
       AND (%(turn_id)s::uuid IS NULL OR id = %(turn_id)s::uuid)
     RETURNING id, seq
 ), log_new AS (
-    SELECT id AS turn_id, 'turn.cancelled'::text AS kind,
+    SELECT %(session_id)s::uuid AS session_id, id AS turn_id, 'turn.cancelled'::text AS kind,
            jsonb_build_object('reason', %(reason)s::text, 'was', 'queued') AS payload,
            NULL::bigint AS lease_epoch, row_number() OVER (ORDER BY seq) AS ord
     FROM cancelled
@@ -32,7 +32,7 @@ WITH cancelled AS (
                               THEN NULL ELSE ready_at END,
         updated_at     = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM cancelled)
-    RETURNING last_event_seq
+    RETURNING id, last_event_seq
 ), /*include:log_append*/
 SELECT id FROM cancelled ORDER BY seq
 
@@ -63,7 +63,7 @@ WITH ended AS (
     WHERE id = %(turn_id)s AND status IN ('running', 'parked')
     RETURNING id
 ), log_new AS (
-    SELECT ended.id AS turn_id, %(kind)s::text AS kind,
+    SELECT %(session_id)s::uuid AS session_id, ended.id AS turn_id, %(kind)s::text AS kind,
            jsonb_build_object('reason', %(reason)s::text, 'by', 'database') AS payload,
            NULL::bigint AS lease_epoch, 1::bigint AS ord
     FROM ended
@@ -82,7 +82,7 @@ WITH ended AS (
         control_requested_at = NULL,
         updated_at           = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM ended)
-    RETURNING last_event_seq, status
+    RETURNING id, last_event_seq, status
 ), /*include:log_append*/
 SELECT ended.id, pg_notify(%(work_channel)s, '') IS NULL AS notified
 FROM ended, log_bump
@@ -110,7 +110,8 @@ WITH open_question AS (
     WHERE turns.id = answered.turn_id
     RETURNING turns.id
 ), log_new AS (
-    SELECT resumed.id AS turn_id, 'approval.answered'::text AS kind,
+    SELECT %(session_id)s::uuid AS session_id, resumed.id AS turn_id,
+           'approval.answered'::text AS kind,
            jsonb_build_object('step_key', %(step_key)s::text) AS payload,
            NULL::bigint AS lease_epoch, 1::bigint AS ord
     FROM resumed
@@ -118,7 +119,7 @@ WITH open_question AS (
     UPDATE sessions
     SET /*include:log_reserve*/, status = 'ready', ready_at = now(), updated_at = now()
     WHERE id = %(session_id)s AND status = 'parked' AND EXISTS (SELECT FROM resumed)
-    RETURNING last_event_seq
+    RETURNING id, last_event_seq
 ), /*include:log_append*/
 SELECT resumed.id, pg_notify(%(work_channel)s, '') IS NULL AS notified
 FROM resumed, log_bump

@@ -1,35 +1,41 @@
 -- name: log_reserve
 -- THE EVENT LOG'S ONE OWNER, part 1 of 2 (a test fails if any other statement
 -- assigns last_event_seq or writes events). A SET item for the including
--- statement's sessions UPDATE, which must be the CTE named log_bump and return
--- last_event_seq: it reserves one seq per row of the CTE log_new under the
--- session row lock (not a sequence: sequences leave gaps on rollback).
-last_event_seq = last_event_seq + (SELECT count(*) FROM log_new)
+-- statement's UPDATE of sessions (not aliased), whose rows must reach the CTE
+-- named log_bump (id, last_event_seq): it reserves one seq per row of the CTE
+-- log_new for that session, under the session row lock (not a sequence:
+-- sequences leave gaps on rollback).
+last_event_seq = last_event_seq
+    + (SELECT count(*) FROM log_new WHERE log_new.session_id = sessions.id)
 
 -- name: log_append
--- THE EVENT LOG'S ONE OWNER, part 2 of 2: insert log_new's rows (turn_id,
--- kind, payload, lease_epoch, ord = 1..n) numbered right below
--- log_bump.last_event_seq, so a session's seqs are always exactly 1..N. No
--- log_bump row (the fence failed) means nothing is written. NOTIFY folds
--- identical notifications within a transaction into one.
+-- THE EVENT LOG'S ONE OWNER, part 2 of 2: insert log_new's rows (session_id,
+-- turn_id, kind, payload, lease_epoch, ord = 1..n within each session)
+-- numbered right below that session's log_bump.last_event_seq, so a session's
+-- seqs are always exactly 1..N. A session without a log_bump row (its fence
+-- failed) gets nothing written. NOTIFY folds identical notifications within a
+-- transaction into one.
 log_append AS (
     INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
-    SELECT %(session_id)s,
-           log_bump.last_event_seq - (SELECT count(*) FROM log_new) + log_new.ord,
+    SELECT log_new.session_id,
+           log_bump.last_event_seq - log_total.n + log_new.ord,
            log_new.turn_id,
            log_new.kind,
            log_new.payload,
            log_new.lease_epoch
-    FROM log_bump, log_new
-    RETURNING seq, pg_notify(%(events_channel)s, %(session_id)s::text)
+    FROM log_new
+    JOIN log_bump ON log_bump.id = log_new.session_id
+    JOIN (SELECT session_id, count(*) AS n FROM log_new GROUP BY session_id) AS log_total
+      ON log_total.session_id = log_new.session_id
+    RETURNING seq, pg_notify(%(events_channel)s, session_id::text)
 )
 
 -- name: log_new_from_params
 -- Fragment: log_new from the statement's %(kinds)s and %(payloads)s, written
 -- for %(turn_id)s under this worker's lease epoch.
 log_new AS (
-    SELECT %(turn_id)s::uuid AS turn_id, e.kind, e.payload, %(epoch)s::bigint AS lease_epoch,
-           e.ord
+    SELECT %(session_id)s::uuid AS session_id, %(turn_id)s::uuid AS turn_id, e.kind, e.payload,
+           %(epoch)s::bigint AS lease_epoch, e.ord
     FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[]) WITH ORDINALITY AS e (kind, payload, ord)
 )
 
@@ -41,7 +47,7 @@ log_bump AS (
     UPDATE sessions
     SET /*include:log_reserve*/, updated_at = now()
     WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
-    RETURNING last_event_seq
+    RETURNING id, last_event_seq
 )
 
 -- name: events_append

@@ -8,6 +8,7 @@ FROM turns
 -- name: turns_timings
 -- Per finished turn, from the database clock: end-to-end, queue wait, run time.
 SELECT extract(epoch FROM enqueued_at)::float8 AS enqueued_at,
+       extract(epoch FROM started_at)::float8 AS started_at,
        extract(epoch FROM finished_at)::float8 AS finished_at,
        extract(epoch FROM finished_at - enqueued_at)::float8 AS end_to_end,
        extract(epoch FROM first_claimed_at - enqueued_at)::float8 AS queue_wait,

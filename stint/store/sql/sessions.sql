@@ -1,39 +1,116 @@
--- name: sessions_claim
--- Claim up to %(limit)s claimable sessions for one worker, oldest first: ready
--- ones, and running ones whose lease expired (their owner died or was cut off).
--- SKIP LOCKED lets many workers claim at once without waiting on each other;
--- the epoch bump fences every write of the previous owner.
-WITH picked AS (
-    SELECT id
+-- name: claim_candidates
+-- Fragment: up to %(limit)s claimable sessions this worker's pins accept, locked,
+-- oldest first: ready ones by ready_at, and running ones whose lease expired
+-- (their owner died or was cut off) by expiry. Two scans, each on its own
+-- partial index in its own order, so idle and parked rows are never visited
+-- however many there are; SKIP LOCKED lets many workers claim at once. A row
+-- locked by one scan but not chosen stays locked only until the commit. The
+-- including statement defines claim_gate: no row there, no claim.
+ready_pick AS (
+    SELECT id, ready_at AS since
     FROM sessions
-    WHERE (status = 'ready' OR (status = 'running' AND lease_expires_at < now()))
-      AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
-    ORDER BY CASE WHEN status = 'ready' THEN ready_at ELSE lease_expires_at END
+    WHERE status = 'ready' AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
+      AND EXISTS (SELECT FROM claim_gate)
+    ORDER BY ready_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), expired_pick AS (
+    SELECT id, lease_expires_at AS since
+    FROM sessions
+    WHERE status = 'running' AND lease_expires_at < now()
+      AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
+      AND EXISTS (SELECT FROM claim_gate)
+    ORDER BY lease_expires_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+), chosen AS (
+    SELECT picked.id, s.lease_epoch + 1 AS epoch
+    FROM (SELECT * FROM ready_pick UNION ALL SELECT * FROM expired_pick) AS picked
+    JOIN sessions s ON s.id = picked.id
+    ORDER BY picked.since
+    LIMIT %(limit)s
+), chosen_turn AS (
+    -- Each chosen session's oldest unfinished turn (a running one is a retry
+    -- after a lost lease); a session may have none left (all cancelled).
+    SELECT DISTINCT ON (t.session_id) t.id, t.session_id, chosen.epoch
+    FROM turns t
+    JOIN chosen ON chosen.id = t.session_id
+    WHERE t.status IN ('queued', 'running')
+    ORDER BY t.session_id, t.seq
 )
-UPDATE sessions s
-SET status           = 'running',
-    lease_owner      = %(owner)s,
-    lease_epoch      = s.lease_epoch + 1,
-    lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
-    claimed_at       = now(),
-    updated_at       = now()
-FROM picked
-WHERE s.id = picked.id
-RETURNING s.id AS session_id, s.lease_owner AS owner, s.lease_epoch AS epoch
+
+-- name: claim_lease
+-- Fragment: the SET items that give a chosen session to this worker under a
+-- new epoch (which fences every write of its previous owner).
+status           = 'running',
+lease_owner      = %(owner)s,
+lease_epoch      = lease_epoch + 1,
+lease_expires_at = now() + make_interval(secs => %(lease_seconds)s),
+claimed_at       = (SELECT at FROM stamp),
+updated_at       = now()
+
+-- name: stamp
+-- Fragment: the statement's one moment, for its audit times. clock_timestamp(),
+-- not now(): a statement may run late in a batched transaction, and a turn's
+-- times must say when it really started or finished; taken once, so a turn
+-- finished and the next one started by the same statement share one instant.
+stamp AS MATERIALIZED (SELECT clock_timestamp() AS at)
+
+-- name: start_turns
+-- Fragment: start the turns of starting (id, epoch) at stamp.at.
+started AS (
+    UPDATE turns t
+    SET status           = 'running',
+        attempts         = t.attempts + 1,
+        first_claimed_at = coalesce(t.first_claimed_at, stamp.at),
+        started_at       = coalesce(t.started_at, stamp.at),
+        worker_id        = %(owner)s
+    FROM starting, stamp
+    WHERE t.id = starting.id
+    RETURNING t.id, t.session_id, t.seq, t.input, t.attempts, t.timeout_seconds, starting.epoch
+)
+
+-- name: turns_claim
+-- Claim up to %(limit)s sessions and start the next turn of each, in one
+-- statement: a freed slot is busy again after one round trip.
+WITH /*include:stamp*/, claim_gate AS (SELECT), /*include:claim_candidates*/,
+starting AS (SELECT id, epoch FROM chosen_turn), /*include:start_turns*/,
+log_new AS (
+    SELECT started.session_id, started.id AS turn_id, 'turn.started'::text AS kind,
+           jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text) AS payload,
+           started.epoch AS lease_epoch, 1::bigint AS ord
+    FROM started
+), log_bump AS (
+    UPDATE sessions
+    SET /*include:log_reserve*/, /*include:claim_lease*/
+    FROM chosen
+    WHERE sessions.id = chosen.id
+    RETURNING sessions.id, sessions.last_event_seq, sessions.lease_epoch
+), /*include:log_append*/
+SELECT log_bump.id AS session_id, log_bump.lease_epoch AS epoch, started.id AS turn_id,
+       started.seq, started.input, started.attempts, started.timeout_seconds
+FROM log_bump
+LEFT JOIN started ON started.session_id = log_bump.id
 
 -- name: leases_renew
 -- Extend every lease this worker still holds, in one statement; a session
 -- missing from the result is no longer ours. Also the worker's heartbeat, and
--- any cancel/interrupt request a missed NOTIFY did not deliver.
-WITH renewed AS (
+-- any cancel/interrupt request a missed NOTIFY did not deliver. Rows are
+-- locked in id order, the order batches of slot writes lock them in, so a
+-- renewal and a batch of the same worker never deadlock.
+WITH held AS (
+    SELECT s.id
+    FROM sessions s
+    JOIN unnest(%(session_ids)s::uuid[], %(epochs)s::bigint[]) AS mine (id, epoch)
+      ON mine.id = s.id
+    WHERE s.lease_owner = %(owner)s AND s.lease_epoch = mine.epoch
+    ORDER BY s.id
+    FOR UPDATE OF s
+), renewed AS (
     UPDATE sessions s
     SET lease_expires_at = now() + make_interval(secs => %(lease_seconds)s)
-    FROM unnest(%(session_ids)s::uuid[], %(epochs)s::bigint[]) AS held (id, epoch)
+    FROM held
     WHERE s.id = held.id
-      AND s.lease_owner = %(owner)s
-      AND s.lease_epoch = held.epoch
     RETURNING s.id, s.control, s.control_turn_id, s.control_reason
 ), beat AS (
     -- Keyed by pid too: a process restarted under the same worker id owns the row,
@@ -57,7 +134,8 @@ WITH fence AS (
     WHERE id = %(turn_id)s AND status = 'running' AND EXISTS (SELECT FROM fence)
     RETURNING id, seq
 ), log_new AS (
-    SELECT requeued.id AS turn_id, 'turn.released'::text AS kind,
+    SELECT %(session_id)s::uuid AS session_id, requeued.id AS turn_id,
+           'turn.released'::text AS kind,
            jsonb_build_object('reason', %(reason)s::text, 'worker', %(owner)s::text) AS payload,
            %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
     FROM requeued
@@ -70,7 +148,7 @@ WITH fence AS (
         lease_expires_at = NULL,
         updated_at       = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM fence)
-    RETURNING last_event_seq
+    RETURNING id, last_event_seq
 ), /*include:log_append*/
 SELECT (SELECT count(*) FROM requeued) AS requeued FROM log_bump
 

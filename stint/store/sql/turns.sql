@@ -20,82 +20,89 @@ WITH added AS (
 )
 SELECT id, seq, pg_notify(%(work_channel)s, '') IS NULL AS notified FROM added
 
--- name: turns_begin
--- Under the lease: start the session's oldest unfinished turn (a running one is
--- a retry after a lost lease) and announce it. Returns fenced = false when the
--- lease is no longer ours, and no turn when the queue is empty.
-WITH fence AS (
-    SELECT claimed_at
+-- name: turns_finish
+-- Under the lease: record a turn's terminal state and terminal events, then
+-- find the slot its next work in the same statement. The session keeps its
+-- lease when more turns are queued and %(release)s is false, and its next
+-- turn starts at once; otherwise it is released (ready or idle) and, when
+-- %(claim_next)s, one other claimable session is claimed and its next turn
+-- started. A finished slot is busy again after this one round trip.
+WITH /*include:stamp*/, finishing AS (
+    SELECT id, queued_turns > 1 AND NOT %(release)s AS keep
     FROM sessions
     WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
-    FOR UPDATE
-), next_turn AS (
-    SELECT t.id
-    FROM turns t
-    WHERE t.session_id = %(session_id)s
-      AND t.status IN ('queued', 'running')
-      AND EXISTS (SELECT FROM fence)
-    ORDER BY t.seq
-    LIMIT 1
-), started AS (
-    UPDATE turns t
-    SET status           = 'running',
-        attempts         = t.attempts + 1,
-        first_claimed_at = coalesce(t.first_claimed_at, greatest(fence.claimed_at, t.enqueued_at)),
-        started_at       = coalesce(t.started_at, now()),
-        worker_id        = %(owner)s
-    FROM next_turn, fence
-    WHERE t.id = next_turn.id
-    RETURNING t.id, t.seq, t.input, t.attempts, t.timeout_seconds
-), log_new AS (
-    SELECT started.id AS turn_id, 'turn.started'::text AS kind,
-           jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text) AS payload,
-           %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
-    FROM started
-), log_bump AS (
-    UPDATE sessions
-    SET /*include:log_reserve*/, updated_at = now()
-    WHERE id = %(session_id)s AND EXISTS (SELECT FROM started)
-    RETURNING last_event_seq
-), /*include:log_append*/
-SELECT EXISTS (SELECT FROM fence) AS fenced, started.id AS turn_id, started.seq,
-       started.input, started.attempts, started.timeout_seconds
-FROM (SELECT) AS one
-LEFT JOIN started ON true
-
--- name: turns_finish
--- Record a turn's terminal state and its terminal event; then either keep the
--- lease (more turns queued, caller may continue) or release the session.
-WITH /*include:log_new_from_params*/, log_bump AS (
-    UPDATE sessions s
-    SET /*include:log_reserve*/,
-        queued_turns     = s.queued_turns - 1,
-        status           = CASE
-                               WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.status
-                               WHEN s.queued_turns > 1 THEN 'ready'
-                               ELSE 'idle'
-                           END,
-        ready_at         = CASE WHEN s.queued_turns > 1 THEN now() END,
-        lease_owner      = CASE WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.lease_owner END,
-        lease_expires_at = CASE WHEN s.queued_turns > 1 AND NOT %(release)s THEN s.lease_expires_at END,
-        control              = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL ELSE s.control END,
-        control_reason       = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL
-                                    ELSE s.control_reason END,
-        control_requested_at = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL
-                                    ELSE s.control_requested_at END,
-        control_turn_id      = CASE WHEN s.control_turn_id = %(turn_id)s THEN NULL
-                                    ELSE s.control_turn_id END,
-        updated_at       = now()
-    WHERE s.id = %(session_id)s AND s.lease_owner = %(owner)s AND s.lease_epoch = %(epoch)s
       AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
-    RETURNING s.last_event_seq, s.queued_turns, s.lease_owner IS NOT NULL AS still_held
+    FOR UPDATE
 ), finished AS (
     UPDATE turns
     SET status = %(status)s, output = %(output)s, error = %(error)s, reason = %(reason)s,
-        finished_at = now()
-    WHERE id = %(turn_id)s AND EXISTS (SELECT FROM log_bump)
+        finished_at = (SELECT at FROM stamp)
+    WHERE id = %(turn_id)s AND EXISTS (SELECT FROM finishing)
+), next_same AS (
+    SELECT t.id, %(epoch)s::bigint AS epoch
+    FROM turns t, finishing
+    WHERE finishing.keep AND t.session_id = %(session_id)s AND t.status = 'queued'
+    ORDER BY t.seq
+    LIMIT 1
+), claim_gate AS (
+    SELECT FROM finishing WHERE NOT finishing.keep AND %(claim_next)s
+), /*include:claim_candidates*/,
+starting AS (
+    SELECT id, epoch FROM next_same UNION ALL SELECT id, epoch FROM chosen_turn
+), /*include:start_turns*/,
+log_new AS (
+    SELECT %(session_id)s::uuid AS session_id, %(turn_id)s::uuid AS turn_id, e.kind, e.payload,
+           %(epoch)s::bigint AS lease_epoch, e.ord
+    FROM finishing,
+         unnest(%(kinds)s::text[], %(payloads)s::jsonb[]) WITH ORDINALITY AS e (kind, payload, ord)
+    UNION ALL
+    SELECT started.session_id, started.id, 'turn.started',
+           jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text),
+           started.epoch,
+           CASE WHEN started.session_id = %(session_id)s
+                THEN cardinality(%(kinds)s::text[]) + 1 ELSE 1 END
+    FROM started
+), bump_finished AS (
+    UPDATE sessions
+    SET /*include:log_reserve*/,
+        queued_turns         = queued_turns - 1,
+        status               = CASE WHEN finishing.keep THEN status
+                                    WHEN queued_turns > 1 THEN 'ready'
+                                    ELSE 'idle' END,
+        ready_at             = CASE WHEN queued_turns > 1 THEN now() END,
+        lease_owner          = CASE WHEN finishing.keep THEN lease_owner END,
+        lease_expires_at     = CASE WHEN finishing.keep THEN lease_expires_at END,
+        control              = CASE WHEN control_turn_id = %(turn_id)s THEN NULL ELSE control END,
+        control_reason       = CASE WHEN control_turn_id = %(turn_id)s THEN NULL
+                                    ELSE control_reason END,
+        control_requested_at = CASE WHEN control_turn_id = %(turn_id)s THEN NULL
+                                    ELSE control_requested_at END,
+        control_turn_id      = CASE WHEN control_turn_id = %(turn_id)s THEN NULL
+                                    ELSE control_turn_id END,
+        updated_at           = now()
+    FROM finishing
+    WHERE sessions.id = finishing.id
+    RETURNING sessions.id, sessions.last_event_seq, sessions.queued_turns,
+              sessions.lease_owner IS NOT NULL AS still_held
+), bump_claimed AS (
+    UPDATE sessions
+    SET /*include:log_reserve*/, /*include:claim_lease*/
+    FROM chosen
+    WHERE sessions.id = chosen.id
+    RETURNING sessions.id, sessions.last_event_seq, sessions.lease_epoch
+), log_bump AS (
+    SELECT id, last_event_seq FROM bump_finished
+    UNION ALL
+    SELECT id, last_event_seq FROM bump_claimed
 ), /*include:log_append*/
-SELECT queued_turns, still_held FROM log_bump
+SELECT bump_finished.queued_turns, bump_finished.still_held,
+       coalesce(bump_claimed.id, started.session_id) AS next_session_id,
+       coalesce(bump_claimed.lease_epoch, started.epoch) AS next_epoch,
+       started.id AS next_turn_id, started.seq AS next_seq, started.input AS next_input,
+       started.attempts AS next_attempts, started.timeout_seconds AS next_timeout_seconds
+FROM bump_finished
+LEFT JOIN bump_claimed ON true
+LEFT JOIN started ON true
 
 -- name: turns_park
 -- Under the lease: the turn waits for an answer. Record the question as a
@@ -111,7 +118,8 @@ WITH held AS (
     WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
     FOR UPDATE
 ), log_new AS (
-    SELECT %(turn_id)s::uuid AS turn_id, 'approval.requested'::text AS kind,
+    SELECT %(session_id)s::uuid AS session_id, %(turn_id)s::uuid AS turn_id,
+           'approval.requested'::text AS kind,
            jsonb_build_object('step_key', %(step_key)s::text, 'question', %(question)s::jsonb)
                AS payload,
            %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
@@ -119,7 +127,7 @@ WITH held AS (
     WHERE held.control_turn_id IS DISTINCT FROM %(turn_id)s
       AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
 ), log_bump AS (
-    UPDATE sessions s
+    UPDATE sessions
     SET /*include:log_reserve*/,
         status           = 'parked',
         ready_at         = NULL,
@@ -127,8 +135,8 @@ WITH held AS (
         lease_expires_at = NULL,
         updated_at       = now()
     FROM held
-    WHERE s.id = held.id AND EXISTS (SELECT FROM log_new)
-    RETURNING s.last_event_seq
+    WHERE sessions.id = held.id AND EXISTS (SELECT FROM log_new)
+    RETURNING sessions.id, sessions.last_event_seq
 ), asked AS (
     INSERT INTO steps (session_id, turn_id, step_key, kind, status, request_digest, lease_epoch)
     SELECT %(session_id)s, %(turn_id)s, %(step_key)s, 'answer', 'started', %(digest)s, %(epoch)s

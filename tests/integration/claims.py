@@ -1,0 +1,15 @@
+"""Claiming a session the way a worker's claimer does, for store-level tests."""
+
+from __future__ import annotations
+
+from stint.store.models import Claim, TurnStart
+from stint.store.runtime import RuntimeStore
+
+
+async def claim_one(
+    runtime: RuntimeStore, owner: str, *, lease_seconds: float = 30.0
+) -> tuple[Claim, TurnStart]:
+    """Claim the oldest claimable session and the turn the claim started on it."""
+    [work] = await runtime.turns_claim(owner=owner, pins=[], limit=1, lease_seconds=lease_seconds)
+    assert work.turn is not None
+    return work.claim, work.turn

@@ -4,9 +4,12 @@ may be as expensive as a measurement needs (a VACUUM, pg_stat_statements)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
+
+from psycopg import sql
 
 from stint.store.config import StoreConfig
 from stint.store.fetch import fetch_all, fetch_one
@@ -15,7 +18,22 @@ from stint.store.pool import Pool
 from stint.store.queries import query
 from stint.store.translate import guarded
 
-__all__ = ["LoadSample", "ProbeStore", "TableFootprint"]
+__all__ = ["LoadSample", "PlanNode", "ProbeStore", "TableFootprint"]
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    """One node of a query plan: its type, the relation or index it reads, if any."""
+
+    node_type: str
+    relation: str | None
+    index: str | None
+
+
+def _plan_nodes(plan: Mapping[str, Any]) -> Iterator[PlanNode]:
+    yield PlanNode(plan["Node Type"], plan.get("Relation Name"), plan.get("Index Name"))
+    for child in plan.get("Plans", []):
+        yield from _plan_nodes(child)
 
 
 @dataclass(frozen=True)
@@ -164,3 +182,13 @@ class ProbeStore:
         """Turns finished after ``moment`` (epoch seconds, database clock)."""
         async with guarded("turns_finished_after", self._config), self._pool.connection() as conn:
             return (await fetch_one(conn, _Count, "turns_finished_after", after=moment)).count
+
+    async def plan(self, name: str, params: Mapping[str, Any]) -> list[PlanNode]:
+        """Every node of the plan PostgreSQL chooses for statement ``name`` with
+        these parameters (EXPLAIN without ANALYZE: nothing runs, nothing is written)."""
+        statement = sql.SQL("EXPLAIN (FORMAT JSON) ") + sql.SQL(query(name))
+        async with guarded(f"plan {name}", self._config), self._pool.connection() as conn:
+            cur = await conn.execute(statement, params)
+            row = await cur.fetchone()
+        assert row is not None
+        return list(_plan_nodes(row[0][0]["Plan"]))

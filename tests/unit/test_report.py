@@ -165,7 +165,12 @@ def test_ranges_are_min_max_over_reps_and_skip_nulls() -> None:
 
 def test_unmeasured_figures_stay_null() -> None:
     row = _matrix()["summary"][0]
-    assert row["warm"] == {"turns_per_s": None, "fraction_of_limit": None, "e2e_p95_s": None}
+    assert row["warm"] == {
+        "turns_per_s": None,
+        "fraction_of_limit": None,
+        "e2e_p95_s": None,
+        "handoff_p95_ms": None,
+    }
     assert row["cold"]["turns_per_s"] == [1.42, 1.42]
     for key in (
         "peak_sum_rss_mib",
@@ -193,7 +198,7 @@ def test_markdown_has_the_seed_table_ranges_and_command() -> None:
     assert (
         "| Workers \N{MULTIPLICATION SIGN} slots each | Sessions | Tool wait "
         "| Completed turns/s (warm) | Completed turns/s (cold) | Fraction of limit (warm) "
-        "| End-to-end p95 (warm) | Peak sum worker RSS | Worker CPU-s |"
+        "| End-to-end p95 (warm) | Handoff p95 (warm) | Peak sum worker RSS | Worker CPU-s |"
     ) in text
     row = next(
         line
@@ -202,7 +207,7 @@ def test_markdown_has_the_seed_table_ranges_and_command() -> None:
     )
     assert row == (
         "| 2 \N{MULTIPLICATION SIGN} 4 | 24 | 250ms | 16.00\N{EN DASH}20.00 "
-        "| 6.77\N{EN DASH}6.98 | 0.50\N{EN DASH}0.62 | 3.36s "
+        "| 6.77\N{EN DASH}6.98 | 0.50\N{EN DASH}0.62 | 3.36s | not measured "
         "| 442\N{EN DASH}449MiB | 3.88\N{EN DASH}4.19 |"
     )
     assert COMMAND in text

@@ -14,7 +14,8 @@ SELECT extract(epoch FROM enqueued_at)::float8 AS enqueued_at,
        extract(epoch FROM first_claimed_at - enqueued_at)::float8 AS queue_wait,
        extract(epoch FROM finished_at - started_at)::float8 AS run_time,
        status,
-       attempts
+       attempts,
+       worker_id
 FROM turns
 WHERE finished_at IS NOT NULL
 ORDER BY finished_at

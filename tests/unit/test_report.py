@@ -359,3 +359,14 @@ def test_a_turn_started_as_another_finished_does_not_overlap_it() -> None:
     chained = [timing(1764585633.105049, instant), timing(instant, 1764585633.271009)]
     assert max_concurrent_turns(chained) == 1
     assert max_concurrent_turns([*chained, timing(1764585633.2, 1764585633.3)]) == 2
+
+
+def test_the_ladder_slope_is_least_squares_and_null_without_two_points() -> None:
+    from stint.loadtest.ladder import Rung, marginal
+
+    def rung(slots: int, rss: float | None) -> Rung:
+        return Rung(1, slots, rss, None, None, None, None, True)
+
+    assert marginal([rung(1, 50.0), rung(2, 50.5), rung(4, 51.5)], "slots") == 0.5
+    assert marginal([rung(1, 50.0)], "slots") is None
+    assert marginal([rung(1, None), rung(2, None)], "slots") is None

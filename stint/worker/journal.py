@@ -44,6 +44,14 @@ class EffectJournal:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._root_made = False
+
+    def _make_root(self) -> None:
+        """The folder, private, made once per journal object (not per append: a
+        mkdir, a stat and maybe a chmod on every effect add up at 1,000 turns/s)."""
+        if not self._root_made:
+            private_dir(self.root)
+            self._root_made = True
 
     def path_for(self, session_id: UUID) -> Path:
         return self.root / f"{session_id}.journal"
@@ -94,7 +102,7 @@ class EffectJournal:
 
     def append(self, session_id: UUID, key: str, record: dict[str, Any]) -> dict[str, Any]:
         """Append one effect and fsync it; raise DuplicateEffect if the key exists."""
-        private_dir(self.root)
+        self._make_root()
         path = self.path_for(session_id)
         line = {"key": key, **record}
         data = (json.dumps(line, separators=(",", ":"), sort_keys=True) + "\n").encode()

@@ -34,6 +34,10 @@ DEFAULT_MATRIX = [
     (2, 2, 24, 250),
     (2, 4, 24, 250),
     (2, 2, 16, 1000),
+    # Beyond the seed's cells: many slots per worker, three waves each.
+    (1, 16, 48, 250),
+    (1, 64, 192, 250),
+    (4, 16, 192, 250),
 ]
 # The agents harness against the fake provider: (workers, slots, sessions).
 DEFAULT_AGENT_MATRIX = [(1, 4, 24), (2, 4, 24)]
@@ -46,7 +50,7 @@ def pytest_addoption(parser: Parser) -> None:
         "--matrix",
         default=None,
         metavar="WxS,...",
-        help="cells to run, e.g. 1x1,2x4 (default: the seed's five cells)",
+        help="cells to run, e.g. 1x1,2x4 (default: the seed's five cells and 1x16, 1x64, 4x16)",
     )
     group.addoption("--reps", type=int, default=2, metavar="N", help="repetitions (2)")
     group.addoption(

@@ -83,6 +83,10 @@ class Cluster:
             return []
         return [json.loads(line)["key"] for line in path.read_text().splitlines()]
 
+    def journal_sessions(self) -> list[str]:
+        """The sessions that have a journal in the workspace."""
+        return sorted(p.stem for p in (self.workspace / "journals").glob("*.journal"))
+
     def stop_all(self) -> None:
         for worker in self.workers:
             if worker.proc.poll() is None:

@@ -93,6 +93,22 @@ class Settings(BaseSettings):
     max_turns_per_claim: int = Field(
         8, ge=1, le=100_000, description="turns a session runs before giving its slot up"
     )
+    retain_events_days: float = Field(
+        30.0, ge=0, le=36_500, description="days events of finished turns are kept; 0 keeps them"
+    )
+    retain_turns_days: float = Field(
+        30.0,
+        ge=0,
+        le=36_500,
+        description="days finished turns (steps, messages, journals) are kept; 0 keeps them",
+    )
+    retain_workers_days: float = Field(
+        7.0, ge=0, le=36_500, description="days rows of stopped workers are kept; 0 keeps them"
+    )
+    prune_interval: float = Field(
+        3600.0, ge=0, le=86_400 * 7, description="seconds between a worker's prune runs; 0 is off"
+    )
+    prune_batch: int = Field(1000, ge=10, le=100_000, description="turns pruned per transaction")
     max_claim_seconds: float = Field(
         60.0, ge=0.1, le=86_400, description="seconds a session keeps a slot while others wait"
     )

@@ -95,6 +95,10 @@ class PhaseFigures:
     e2e_p95_s: float | None
     e2e_max_s: float | None
     queue_wait_p95_s: float | None
+    # From a worker's finish to its next start, for starts that followed one of
+    # its finishes while work was waiting: the per-wave overhead (None: no such start).
+    handoff_p50_ms: float | None = None
+    handoff_p95_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,9 @@ class CaseReport:
     worker_exit_codes: list[int] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     diagnostics: str | None = None
+    # The warm burst turn by turn: [worker index, enqueued, started, finished] in ms
+    # from the burst's first enqueue (database clock).
+    timeline: list[list[float]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -153,4 +160,5 @@ class CaseReport:
             "checks": self.checks,
             "passed": self.passed,
             "diagnostics": self.diagnostics,
+            "timeline": self.timeline,
         }

@@ -27,7 +27,7 @@ Span = list[float] | None
 _GROUP = ("harness", "workers", "slots", "sessions", "tool_wait_ms", "model_latency_ms")
 # Cases written before the agents harness had no harness or model latency fields.
 _GROUP_DEFAULTS: dict[str, Any] = {"harness": "scripted", "model_latency_ms": 0}
-_PHASE_FIGURES = ("turns_per_s", "fraction_of_limit", "e2e_p95_s")
+_PHASE_FIGURES = ("turns_per_s", "fraction_of_limit", "e2e_p95_s", "handoff_p95_ms")
 _CHARTS = ("throughput.png", "p95.png", "rss.png")
 _NOT_MEASURED = "not measured"
 _X = "\N{MULTIPLICATION SIGN}"
@@ -69,7 +69,7 @@ def _sample(case: dict[str, Any], key: str) -> Any:
 
 def _phase(cases: list[dict[str, Any]], name: str) -> dict[str, Span]:
     phases = [c["phases"][name] for c in cases]
-    return {key: _span(p[key] if p else None for p in phases) for key in _PHASE_FIGURES}
+    return {key: _span(p.get(key) if p else None for p in phases) for key in _PHASE_FIGURES}
 
 
 def _group_value(case: dict[str, Any], key: str) -> Any:
@@ -171,8 +171,8 @@ def _results_table(summary: list[dict[str, Any]]) -> list[str]:
     lines = [
         f"| Workers {_X} slots each | Sessions | Tool wait | Completed turns/s (warm) "
         "| Completed turns/s (cold) | Fraction of limit (warm) | End-to-end p95 (warm) "
-        "| Peak sum worker RSS | Worker CPU-s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| Handoff p95 (warm) | Peak sum worker RSS | Worker CPU-s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in summary:
         warm, cold = row["warm"], row["cold"]
@@ -184,6 +184,7 @@ def _results_table(summary: list[dict[str, Any]]) -> list[str]:
             _fmt(cold["turns_per_s"], 2),
             _fmt(warm["fraction_of_limit"], 2),
             _fmt(warm["e2e_p95_s"], 2, "s"),
+            _fmt(warm.get("handoff_p95_ms"), 1, "ms"),
             _fmt(row["peak_sum_rss_mib"], 0, "MiB"),
             _fmt(row["worker_cpu_seconds"], 2),
         ]
@@ -361,6 +362,7 @@ def render_markdown(matrix: dict[str, Any]) -> str:
         "",
         "![Peak RSS per worker](rss.png)",
         "",
+        *_timeline_section(cases),
         "Every case's full figures, checks and diagnostics: [cases/](cases/).",
         "",
         "## Notes",
@@ -482,12 +484,89 @@ def _rss(summary: list[dict[str, Any]], path: Path) -> Path:
     return _save(figure, axes, path)
 
 
+def _timeline_case(cases: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The case the timeline shows: the first scripted 2x4 repetition (the cell
+    the per-wave overhead was measured on), else the scripted case with most slots."""
+    scripted = [c for c in cases if c["case"].get("harness", "scripted") == "scripted"]
+    with_timeline = [c for c in scripted if c.get("timeline")]
+    for case in with_timeline:
+        if (case["case"]["workers"], case["case"]["slots"]) == (2, 4):
+            return case
+    return max(
+        with_timeline,
+        key=lambda c: c["case"]["workers"] * c["case"]["slots"],
+        default=None,
+    )
+
+
+def _timeline_section(cases: list[dict[str, Any]]) -> list[str]:
+    case = _timeline_case(cases)
+    if case is None:
+        return []
+    warm = case["phases"]["warm"] or {}
+    return [
+        f"### Per-turn timeline: {case['case']['label']}, warm burst",
+        "",
+        "Each bar is one turn, from its start to its finish (database clock), one row per slot "
+        "chain; the thin line before it is the wait since its enqueue. A freed slot's next "
+        "turn starts in the statement that finished the last one, so the bars of one row "
+        "touch: the handoff (finish to next start, while work waits) was "
+        f"{_one(warm.get('handoff_p50_ms'), 1, ' ms')} at the median and "
+        f"{_one(warm.get('handoff_p95_ms'), 1, ' ms')} at p95.",
+        "",
+        "![Per-turn timeline](timeline.png)",
+        "",
+    ]
+
+
+def _chains(turns: list[list[float]]) -> list[list[list[float]]]:
+    """Turns laid out in rows: each row a chain of turns a slot ran back to back."""
+    rows: list[list[list[float]]] = []
+    for turn in sorted(turns, key=lambda t: (t[0], t[2])):
+        for row in rows:
+            if row[-1][0] == turn[0] and row[-1][3] <= turn[2]:
+                row.append(turn)
+                break
+        else:
+            rows.append([turn])
+    return rows
+
+
+def _timeline(cases: list[dict[str, Any]], path: Path) -> Path | None:
+    case = _timeline_case(cases)
+    if case is None:
+        return None
+    rows = _chains(case["timeline"])
+    figure = Figure(figsize=(10, 0.35 * len(rows) + 1.5))
+    axes = figure.add_subplot()
+    colours = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")
+    for y, row in enumerate(rows):
+        for worker, enqueued, started, finished in row:
+            axes.plot([enqueued, started], [y, y], color="lightgrey", linewidth=1, zorder=1)
+            axes.barh(
+                y,
+                finished - started,
+                left=started,
+                height=0.6,
+                color=colours[int(worker) % len(colours)],
+                edgecolor="white",
+                zorder=2,
+            )
+    axes.set_xlabel("ms since the burst's first enqueue (colour: worker)")
+    axes.set_ylabel("slot chain")
+    axes.set_title(f"Per-turn timeline, {case['case']['label']} (warm burst)")
+    figure.savefig(path, bbox_inches="tight")
+    return path
+
+
 def render_charts(matrix: dict[str, Any], out_dir: Path) -> list[Path]:
-    """``throughput.png``, ``p95.png`` and ``rss.png`` in ``out_dir``."""
+    """``throughput.png``, ``p95.png``, ``rss.png`` and ``timeline.png`` in ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = matrix["summary"]
     draw = (_throughput, _p95, _rss)
-    return [chart(summary, out_dir / name) for chart, name in zip(draw, _CHARTS, strict=True)]
+    charts = [chart(summary, out_dir / name) for chart, name in zip(draw, _CHARTS, strict=True)]
+    drawn = _timeline(matrix["cases"], out_dir / "timeline.png")
+    return charts if drawn is None else [*charts, drawn]
 
 
 def write_matrix(

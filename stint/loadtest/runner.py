@@ -25,7 +25,7 @@ import psutil
 
 from stint.loadtest.backends import CaseDatabase, LoadBackends
 from stint.loadtest.environment import environment
-from stint.loadtest.figures import max_concurrent_turns, phase_figures
+from stint.loadtest.figures import max_concurrent_turns, phase_figures, timeline
 from stint.loadtest.model import CaseReport, CaseSpec
 from stint.loadtest.sampler import Sampler
 from stint.loadtest.workload import Workload, workload
@@ -271,6 +271,7 @@ async def _measure(
         timings = sorted(await probe.turns_timings(), key=lambda t: t.enqueued_at)
         report.cold = phase_figures(spec, timings[: spec.sessions])
         report.warm = phase_figures(spec, timings[spec.sessions :])
+        report.timeline = timeline(timings[spec.sessions :])
         invariants = await run_checks(pool, journals=workspace / "journals", faults={})
         load = _load_checks(spec, report, max_concurrent_turns(timings), [p.pid for p in procs])
         extra = work.checks(spec, len(timings))

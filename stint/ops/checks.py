@@ -44,19 +44,25 @@ class CheckReport:
         return {"passed": self.passed, "checks": [asdict(c) for c in self.checks]}
 
 
-def _journal_keys(journals: Path) -> Counter[tuple[str, str]]:
+def _journal_keys(journals: Path, db: DatabaseEvidence) -> tuple[Counter[tuple[str, str]], int]:
+    """Each (session, step key) journalled, how often; and how many lines
+    belonged to turns retention pruned (not counted: their steps are gone too)."""
     counts: Counter[tuple[str, str]] = Counter()
+    pruned = 0
     journal = EffectJournal(journals)
-    for path in sorted(journals.glob("*.journal")) if journals.is_dir() else []:
-        session_id = UUID(path.stem)
+    for session_id in sorted(journal.sessions()):
+        kept = db.kept_turns.get(session_id)
         for entry in journal.entries(session_id):
+            if kept is not None and UUID(str(entry.get("turn_id"))) not in kept:
+                pruned += 1
+                continue
             counts[(str(session_id), str(entry["key"]))] += 1
-    return counts
+    return counts, pruned
 
 
 def _effect_checks(db: DatabaseEvidence, journals: Path) -> list[Check]:
     found = journals.is_dir()
-    lines = _journal_keys(journals) if found else Counter()
+    lines, pruned = _journal_keys(journals, db) if found else (Counter(), 0)
     duplicates = [f"{s}/{k} x{n}" for (s, k), n in lines.items() if n > 1]
     tool_steps = {
         (str(r.session_id), r.step_key): r.status for r in db.steps if r.kind is StepKind.TOOL
@@ -100,6 +106,7 @@ def _effect_checks(db: DatabaseEvidence, journals: Path) -> list[Check]:
                 "unknown_steps": sum(1 for s in tool_steps.values() if s is StepStatus.UNKNOWN),
                 "committed_without_journal_line": committed_without_line[:_LISTED],
                 "journal_line_without_step": line_without_step[:_LISTED],
+                "journal_lines_of_pruned_turns": pruned,
             },
         ),
     ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -54,8 +55,11 @@ from stint.store.keys import KeyStore
 from stint.store.migrate import migrate
 from stint.store.models import ApiKey
 from stint.store.pool import open_pool
+from stint.store.retention import RetentionStore
 from stint.store.usage import UsageStore
 from stint.store.vocabulary import BusyStrategy, ControlAction
+from stint.worker.journal import EffectJournal
+from stint.worker.pruner import RetentionPlan, prune
 
 __all__ = ["main"]
 
@@ -219,6 +223,26 @@ async def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     if turn is None:
         raise UnknownTurn(session=session_id, turn=turn_id)
     print(json.dumps(turn_of_session_json(found, turn), indent=2))
+    return 0
+
+
+async def cmd_prune(settings: Settings, args: argparse.Namespace) -> int:
+    """One retention run now, whatever the schedule; journals only when the
+    workspace is on this machine."""
+    config = resolve_store_config(settings)
+    journals = workspace_dir(settings) / "journals"
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        report = await prune(
+            RetentionStore(config, pool),
+            RetentionPlan.from_settings(settings),
+            journals=EffectJournal(journals) if journals.is_dir() else None,
+            worker=f"stint-prune-{socket.gethostname()}",
+            every_seconds=0,
+        )
+    finally:
+        await pool.close()
+    print(json.dumps(report.as_json()))
     return 0
 
 
@@ -433,6 +457,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session", metavar="SESSION", help="the session's id")
     p.add_argument("--turn", metavar="ID", help="only this turn (with the session's totals)")
     p.set_defaults(run=cmd_show)
+
+    p = sub.add_parser(
+        "prune",
+        help="remove history older than its retention now (STINT_RETAIN_*), in small batches",
+    )
+    add_setting(p, "--workspace", "workspace", type=Path, metavar="DIR")
+    p.set_defaults(run=cmd_prune)
 
     p = sub.add_parser("status", help="workers, sessions by status, queued turns")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")

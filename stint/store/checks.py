@@ -34,6 +34,7 @@ class StepRow(Row):
 class _Gap:
     session_id: UUID
     last_event_seq: int
+    events_pruned_through: int
     count: int
     min: int | None
     max: int | None
@@ -74,6 +75,12 @@ class _Attempts:
 
 
 @dataclass(frozen=True)
+class _KeptTurn:
+    session_id: UUID
+    turn_id: UUID | None
+
+
+@dataclass(frozen=True)
 class _StaleLease:
     session_id: UUID
     owner: str | None
@@ -93,6 +100,8 @@ class DatabaseEvidence:
     stale_leases: list[dict[str, object]]
     zombie_writes: list[dict[str, object]]
     attempts: dict[UUID, int]
+    # Sessions retention pruned turns from, with the turns they still have.
+    kept_turns: dict[UUID, set[UUID]]
 
 
 def _plain(row: Any) -> dict[str, Any]:
@@ -113,6 +122,7 @@ async def collect_evidence(pool: Pool) -> DatabaseEvidence:
             zombies = await fetch_all(conn, _Zombie, "checks_zombie_writes")
             attempts = await fetch_all(conn, _Attempts, "checks_attempts")
             stale = await fetch_all(conn, _StaleLease, "checks_stale_leases")
+            kept = await fetch_all(conn, _KeptTurn, "checks_turns_of_pruned_sessions")
     return DatabaseEvidence(
         sessions_with_events=totals.sessions_with_events,
         events=totals.events,
@@ -124,4 +134,14 @@ async def collect_evidence(pool: Pool) -> DatabaseEvidence:
         stale_leases=[_plain(s) for s in stale],
         zombie_writes=[_plain(z) for z in zombies],
         attempts={a.session_id: a.attempts for a in attempts},
+        kept_turns=_group(kept),
     )
+
+
+def _group(rows: list[_KeptTurn]) -> dict[UUID, set[UUID]]:
+    grouped: dict[UUID, set[UUID]] = {}
+    for row in rows:
+        turns = grouped.setdefault(row.session_id, set())
+        if row.turn_id is not None:
+            turns.add(row.turn_id)
+    return grouped

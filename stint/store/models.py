@@ -263,6 +263,7 @@ class TurnTiming(Row):
     run_time: float
     status: TurnStatus
     attempts: int
+    worker_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,13 @@ may be as expensive as a measurement needs (a VACUUM, pg_stat_statements)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
+
+from psycopg import sql
 
 from stint.store.config import StoreConfig
 from stint.store.fetch import fetch_all, fetch_one
@@ -15,7 +19,44 @@ from stint.store.pool import Pool
 from stint.store.queries import query
 from stint.store.translate import guarded
 
-__all__ = ["LoadSample", "ProbeStore", "TableFootprint"]
+__all__ = [
+    "LoadSample",
+    "PlanNode",
+    "ProbeStore",
+    "QueueAge",
+    "StatementStat",
+    "TableFootprint",
+]
+
+
+@dataclass(frozen=True)
+class PlanNode:
+    """One node of a query plan: its type, the relation or index it reads, if any."""
+
+    node_type: str
+    relation: str | None
+    index: str | None
+
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+def _as_sent(text: str) -> str:
+    """A statement's text as PostgreSQL receives it (and pg_stat_statements keys
+    it): psycopg numbers named placeholders $1, $2... in order of first
+    appearance, and sends ``%%`` as ``%``."""
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    return _PLACEHOLDER.sub(number, text).replace("%%", "%")
+
+
+def _plan_nodes(plan: Mapping[str, Any]) -> Iterator[PlanNode]:
+    yield PlanNode(plan["Node Type"], plan.get("Relation Name"), plan.get("Index Name"))
+    for child in plan.get("Plans", []):
+        yield from _plan_nodes(child)
 
 
 @dataclass(frozen=True)
@@ -38,6 +79,23 @@ class TableFootprint:
 @dataclass(frozen=True)
 class _Count:
     count: int
+
+
+@dataclass(frozen=True)
+class StatementStat:
+    """One statement's calls and mean execution time since the last reset."""
+
+    query: str
+    calls: int
+    mean_ms: float
+
+
+@dataclass(frozen=True)
+class QueueAge:
+    """Ready sessions now, and how long the oldest has waited (None: none ready)."""
+
+    ready: int
+    oldest_ready_age: float | None
 
 
 @dataclass(frozen=True)
@@ -96,7 +154,7 @@ class ProbeStore:
     async def statements_calls(self, *, excluding: Sequence[str] = ()) -> int:
         """Statements run in this database since the reset, not counting the
         named store statements (a caller's own polling)."""
-        excluded = [query(name) for name in excluding]
+        excluded = [_as_sent(query(name)) for name in excluding]
         async with guarded("statements_calls", self._config), self._pool.connection() as conn:
             found = await fetch_one(conn, _Count, "statements_calls", excluded=excluded)
         return found.count
@@ -164,3 +222,39 @@ class ProbeStore:
         """Turns finished after ``moment`` (epoch seconds, database clock)."""
         async with guarded("turns_finished_after", self._config), self._pool.connection() as conn:
             return (await fetch_one(conn, _Count, "turns_finished_after", after=moment)).count
+
+    async def plan(self, name: str, params: Mapping[str, Any]) -> list[PlanNode]:
+        """Every node of the plan PostgreSQL chooses for statement ``name`` with
+        these parameters (EXPLAIN without ANALYZE: nothing runs, nothing is written)."""
+        statement = sql.SQL("EXPLAIN (FORMAT JSON) ") + sql.SQL(query(name))
+        async with guarded(f"plan {name}", self._config), self._pool.connection() as conn:
+            cur = await conn.execute(statement, params)
+            row = await cur.fetchone()
+        assert row is not None
+        return list(_plan_nodes(row[0][0]["Plan"]))
+
+    async def statements_mean(self, names: Sequence[str]) -> dict[str, StatementStat]:
+        """pg_stat_statements' figures for these named store statements, by name
+        (absent: not called since the reset)."""
+        texts = {_as_sent(query(name)): name for name in names}
+        async with guarded("statements_mean", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, StatementStat, "statements_mean", texts=list(texts))
+        return {texts[r.query]: r for r in rows if r.query in texts}
+
+    async def queue_age(self) -> QueueAge:
+        async with guarded("queue_age", self._config), self._pool.connection() as conn:
+            return await fetch_one(conn, QueueAge, "queue_age")
+
+    async def table_sizes(self) -> list[TableFootprint]:
+        """Each table's size now (no VACUUM: a sample taken while work runs)."""
+        async with guarded("table_sizes", self._config), self._pool.connection() as conn:
+            return await fetch_all(conn, TableFootprint, "table_sizes")
+
+    async def sessions_seed_parked(self, count: int) -> int:
+        """``count`` sessions parked on a question, written directly (a fixture)."""
+        async with guarded("sessions_seed_parked", self._config), self._pool.connection() as conn:
+            return (await fetch_one(conn, _Count, "sessions_seed_parked", count=count)).count
+
+    async def turns_pruned(self) -> int:
+        async with guarded("turns_pruned", self._config), self._pool.connection() as conn:
+            return (await fetch_one(conn, _Count, "turns_pruned")).count

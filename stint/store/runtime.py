@@ -38,6 +38,7 @@ from stint.store.models import (
 )
 from stint.store.pool import Pool
 from stint.store.queries import query
+from stint.store.retention import RetentionStore
 from stint.store.translate import guarded
 from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, WorkerState
 
@@ -122,6 +123,8 @@ class RuntimeStore:
         self._batcher = StatementBatcher(config, pool, concurrency=concurrency)
         self.conversation = ConversationStore(config, pool)
         """Conversation memory, on the same pool (a turn's reads and fenced writes)."""
+        self.retention = RetentionStore(config, pool)
+        """Pruning, for the worker's scheduled retention runs."""
 
     @property
     def batcher(self) -> StatementBatcher:

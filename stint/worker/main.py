@@ -27,9 +27,17 @@ from stint.store.runtime import RuntimeStore
 from stint.worker.failpoints import configure as configure_failpoints
 from stint.worker.harness import HarnessLoadError, load_harness
 from stint.worker.health import HealthServerError, serve_health
-from stint.worker.journal import private_dir
+from stint.worker.journal import EffectJournal, private_dir
+from stint.worker.pruner import Pruner, RetentionPlan
 from stint.worker.runner import Limits
-from stint.worker.supervisor import Identity, Supervisor, WorkerPlan, new_worker_id
+from stint.worker.supervisor import (
+    ChoreFactory,
+    FailureHandler,
+    Identity,
+    Supervisor,
+    WorkerPlan,
+    new_worker_id,
+)
 from stint.worker.telemetry import setup_tracing
 
 __all__ = ["main"]
@@ -94,6 +102,26 @@ async def _runtime_store(settings: Settings, config: StoreConfig) -> AsyncIterat
         await pool.close()
 
 
+def _chores(
+    settings: Settings, store: RuntimeStore, journals: EffectJournal, identity: Identity
+) -> list[ChoreFactory]:
+    """Retention on a schedule, unless STINT_PRUNE_INTERVAL is 0."""
+    if not settings.prune_interval:
+        return []
+    plan = RetentionPlan.from_settings(settings)
+
+    def pruner(on_failure: FailureHandler) -> Pruner:
+        return Pruner(
+            store=store.retention,
+            plan=plan,
+            journals=journals,
+            worker=identity.worker_id,
+            on_failure=on_failure,
+        )
+
+    return [pruner]
+
+
 def _plan(settings: Settings, config: StoreConfig) -> WorkerPlan:
     return WorkerPlan(
         slots=settings.slots,
@@ -130,6 +158,7 @@ async def _serve(settings: Settings) -> int:
             subscribe=lambda: Listener(config, channels=channels, role=ROLE_LISTEN),
             harness=harness,
             identity=identity,
+            chores=_chores(settings, store, EffectJournal(workspace / "journals"), identity),
         )
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):

@@ -16,7 +16,7 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from stint.store.errors import LeaseLost, StoreError, WorkerIdInUse
@@ -29,7 +29,7 @@ from stint.worker.lease_keeper import LeaseKeeper
 from stint.worker.listener import Listener
 from stint.worker.ports import NotificationSource, WorkerStore
 from stint.worker.runner import Limits, SessionRunner
-from stint.worker.service import Wakeup
+from stint.worker.service import Service, Wakeup
 from stint.worker.slots import Held, Slots
 
 __all__ = ["Identity", "Supervisor", "WorkerPlan", "new_worker_id"]
@@ -64,6 +64,11 @@ class WorkerPlan:
     limits: Limits
 
 
+FailureHandler = Callable[[str, BaseException], None]
+ChoreFactory = Callable[[FailureHandler], Service]
+"""Builds a periodic chore (retention) as a service that reports its death here."""
+
+
 class Supervisor:
     """Build with a store, a notification source and a harness; ``await run()``."""
 
@@ -75,10 +80,12 @@ class Supervisor:
         subscribe: NotificationSource,
         harness: Harness,
         identity: Identity,
+        chores: Sequence[ChoreFactory] = (),
     ) -> None:
         self.plan = plan
         self.identity = identity
         self.failure: BaseException | None = None
+        self._chores = list(chores)
         self._store = store
         self._subscribe = subscribe
         self._harness = harness
@@ -158,7 +165,12 @@ class Supervisor:
             renew_wakeup=self._renew_wakeup,
             on_failure=self._service_failed,
         )
-        services = [claimer, keeper, listener]
+        services = [
+            claimer,
+            keeper,
+            listener,
+            *(make(self._service_failed) for make in self._chores),
+        ]
         for service in services:
             service.start()
         try:

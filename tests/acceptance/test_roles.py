@@ -90,7 +90,13 @@ async def test_app_role_runs_workers_and_the_cli_with_dml_only(
     password_db: PasswordDatabase, tmp_path: Path, auto_migrate: str
 ) -> None:
     assert _migrate_as_owner(password_db, tmp_path).returncode == 0
-    env = _env(password_db, password_db.app, tmp_path, STINT_AUTO_MIGRATE=auto_migrate)
+    env = _env(
+        password_db,
+        password_db.app,
+        tmp_path,
+        STINT_AUTO_MIGRATE=auto_migrate,
+        STINT_PRUNE_INTERVAL="0.2",
+    )
     noop = _stint(env, "migrate")
     assert noop.returncode == 0, noop.stderr
     queued = _stint(env, "enqueue", '{"min_wait_ms": 0, "ask": "ok?"}')
@@ -110,6 +116,17 @@ async def test_app_role_runs_workers_and_the_cli_with_dml_only(
         for args in (["status", "--json"], ["tail", turn["session_id"]], ["check"]):
             result = _stint(env, *args)
             assert result.returncode == 0, (args, result.stdout, result.stderr)
+
+        async def retention_declined() -> bool:
+            return "retention off in this worker" in (tmp_path / "worker.log").read_text()
+
+        # The app role may not delete history: its worker says so and runs on.
+        await wait_until(retention_declined, what="the worker declined to prune")
+        pruned = _stint(
+            _env(password_db, password_db.owner, tmp_path, STINT_RETAIN_TURNS_DAYS="0.0000001"),
+            "prune",
+        )
+        assert pruned.returncode == 0 and json.loads(pruned.stdout)["turns"] == 1, pruned.stderr
     finally:
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0, (tmp_path / "worker.log").read_text()

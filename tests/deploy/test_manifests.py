@@ -89,6 +89,7 @@ def test_the_kustomization_applies_every_manifest() -> None:
         "Secret/stint-database",
         "PersistentVolumeClaim/stint-workspace",
         "Job/stint-migrate",
+        "CronJob/stint-prune",
         "Deployment/stint-worker",
         "PodDisruptionBudget/stint-worker",
         "ScaledObject/stint-worker",

@@ -40,8 +40,10 @@ def test_include_cycles_are_refused() -> None:
 # break the contiguous-cursor invariant, so this test refuses it.
 _ASSIGNS_SEQ = re.compile(r"\blast_event_seq\s*=(?!=)", re.IGNORECASE)
 _WRITES_EVENTS = re.compile(
-    r"\b(insert\s+into|update|delete\s+from|truncate|copy)\s+(\w+\.)?events\b", re.IGNORECASE
+    r"\b(insert\s+into|update|truncate|copy)\s+(\w+\.)?events\b", re.IGNORECASE
 )
+_DELETES_EVENTS = re.compile(r"\bdelete\s+from\s+(\w+\.)?events\b", re.IGNORECASE)
+_MOVES_PRUNED_HEAD = re.compile(r"\bevents_pruned_through\s*=(?!=)", re.IGNORECASE)
 
 
 def _code(body: str) -> str:
@@ -55,6 +57,18 @@ def test_only_the_log_fragments_write_the_event_log() -> None:
     event_writers = {n for n, body in sections.items() if _WRITES_EVENTS.search(_code(body))}
     assert seq_writers == {"log_reserve"}
     assert event_writers == {"log_append"}
+
+
+def test_only_retention_removes_events_and_only_from_the_head() -> None:
+    """Removing events is retention's alone: the fragment that cuts each log's
+    head and the statements that record how far (so logs stay contiguous)."""
+    sections = raw_sections()
+    deleters = {n for n, body in sections.items() if _DELETES_EVENTS.search(_code(body))}
+    movers = {n for n, body in sections.items() if _MOVES_PRUNED_HEAD.search(_code(body))}
+    assert deleters == {"prune_head_of_logs"}
+    assert movers == {"prune_events", "prune_turns"}
+    including = {n for n in sections if "/*include:prune_head_of_logs*/" in sections[n]}
+    assert including == movers
 
 
 _FRAGMENTS = {"log_reserve", "log_append", "log_bump_fenced", "log_new_from_params"}

@@ -23,6 +23,7 @@ from stint.store.controls import AnswerResult, ControlResult
 from stint.store.models import EnqueueResult, Event, StatusSummary, WorkerRow
 from stint.store.usage import SessionUsage, TurnUsage
 from stint.store.vocabulary import EventKind, TurnStatus, WorkerState
+from stint.worker.pruner import PruneReport
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
 NOW = datetime.now(UTC)
@@ -87,6 +88,7 @@ def _session() -> SessionUsage:
 
 
 OUTPUTS = {
+    "`stint prune`": PruneReport().as_json(),
     "`stint enqueue`": EnqueueResult(uuid4(), uuid4(), 1, True).as_json(),
     "`stint cancel`, `stint interrupt`": ControlResult(uuid4()).as_json(),
     "`stint answer`": AnswerResult(uuid4(), uuid4(), "k", True).as_json(),

@@ -165,7 +165,12 @@ def test_ranges_are_min_max_over_reps_and_skip_nulls() -> None:
 
 def test_unmeasured_figures_stay_null() -> None:
     row = _matrix()["summary"][0]
-    assert row["warm"] == {"turns_per_s": None, "fraction_of_limit": None, "e2e_p95_s": None}
+    assert row["warm"] == {
+        "turns_per_s": None,
+        "fraction_of_limit": None,
+        "e2e_p95_s": None,
+        "handoff_p95_ms": None,
+    }
     assert row["cold"]["turns_per_s"] == [1.42, 1.42]
     for key in (
         "peak_sum_rss_mib",
@@ -193,7 +198,7 @@ def test_markdown_has_the_seed_table_ranges_and_command() -> None:
     assert (
         "| Workers \N{MULTIPLICATION SIGN} slots each | Sessions | Tool wait "
         "| Completed turns/s (warm) | Completed turns/s (cold) | Fraction of limit (warm) "
-        "| End-to-end p95 (warm) | Peak sum worker RSS | Worker CPU-s |"
+        "| End-to-end p95 (warm) | Handoff p95 (warm) | Peak sum worker RSS | Worker CPU-s |"
     ) in text
     row = next(
         line
@@ -202,7 +207,7 @@ def test_markdown_has_the_seed_table_ranges_and_command() -> None:
     )
     assert row == (
         "| 2 \N{MULTIPLICATION SIGN} 4 | 24 | 250ms | 16.00\N{EN DASH}20.00 "
-        "| 6.77\N{EN DASH}6.98 | 0.50\N{EN DASH}0.62 | 3.36s "
+        "| 6.77\N{EN DASH}6.98 | 0.50\N{EN DASH}0.62 | 3.36s | not measured "
         "| 442\N{EN DASH}449MiB | 3.88\N{EN DASH}4.19 |"
     )
     assert COMMAND in text
@@ -354,3 +359,14 @@ def test_a_turn_started_as_another_finished_does_not_overlap_it() -> None:
     chained = [timing(1764585633.105049, instant), timing(instant, 1764585633.271009)]
     assert max_concurrent_turns(chained) == 1
     assert max_concurrent_turns([*chained, timing(1764585633.2, 1764585633.3)]) == 2
+
+
+def test_the_ladder_slope_is_least_squares_and_null_without_two_points() -> None:
+    from stint.loadtest.ladder import Rung, marginal
+
+    def rung(slots: int, rss: float | None) -> Rung:
+        return Rung(1, slots, rss, None, None, None, None, True)
+
+    assert marginal([rung(1, 50.0), rung(2, 50.5), rung(4, 51.5)], "slots") == 0.5
+    assert marginal([rung(1, 50.0)], "slots") is None
+    assert marginal([rung(1, None), rung(2, None)], "slots") is None

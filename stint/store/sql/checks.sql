@@ -1,14 +1,23 @@
 -- name: checks_event_gaps
--- Sessions whose event log is not exactly 1..last_event_seq (the primary key
--- already forbids duplicates, so count, min and max settle it).
-SELECT s.id AS session_id, s.last_event_seq, count(e.seq) AS count, min(e.seq) AS min,
-       max(e.seq) AS max
+-- Sessions whose event log is not exactly events_pruned_through + 1 ..
+-- last_event_seq (1..last_event_seq until retention pruned its head; the
+-- primary key already forbids duplicates, so count, min and max settle it).
+SELECT s.id AS session_id, s.last_event_seq, s.events_pruned_through,
+       count(e.seq) AS count, min(e.seq) AS min, max(e.seq) AS max
 FROM sessions s
 LEFT JOIN events e ON e.session_id = s.id
 GROUP BY s.id
-HAVING count(e.seq) <> s.last_event_seq
-    OR coalesce(min(e.seq), 1) <> 1
-    OR coalesce(max(e.seq), 0) <> s.last_event_seq
+HAVING count(e.seq) <> s.last_event_seq - s.events_pruned_through
+    OR coalesce(min(e.seq), s.events_pruned_through + 1) <> s.events_pruned_through + 1
+    OR coalesce(max(e.seq), s.last_event_seq) <> s.last_event_seq
+
+-- name: checks_turns_of_pruned_sessions
+-- The turns left in sessions retention has pruned turns from (a journal line
+-- of a turn not among them belonged to a pruned turn, not to a lost step).
+SELECT s.id AS session_id, t.id AS turn_id
+FROM sessions s
+LEFT JOIN turns t ON t.session_id = s.id
+WHERE s.turns_pruned > 0
 
 -- name: checks_event_totals
 SELECT count(DISTINCT session_id) AS sessions_with_events, count(*) AS events FROM events

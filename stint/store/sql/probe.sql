@@ -14,7 +14,8 @@ SELECT extract(epoch FROM enqueued_at)::float8 AS enqueued_at,
        extract(epoch FROM first_claimed_at - enqueued_at)::float8 AS queue_wait,
        extract(epoch FROM finished_at - started_at)::float8 AS run_time,
        status,
-       attempts
+       attempts,
+       worker_id
 FROM turns
 WHERE finished_at IS NOT NULL
 ORDER BY finished_at
@@ -95,3 +96,53 @@ ORDER BY application_name
 -- Every session's log as (seq, kind), in order: what every follower must have seen.
 SELECT session_id, seq, kind FROM events ORDER BY session_id, seq
 
+
+-- name: statements_mean
+-- Calls and mean execution time of each of the given statement texts since
+-- the last reset (pg_stat_statements normalises the text: the caller passes
+-- the statements as Stint sends them; constants are parameters already).
+SELECT query, calls, mean_exec_time AS mean_ms
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND query = ANY (%(texts)s::text[])
+
+-- name: queue_age
+-- The oldest ready session's wait, and how many are ready, now.
+SELECT count(*) AS ready,
+       extract(epoch FROM now() - min(ready_at))::float8 AS oldest_ready_age
+FROM sessions
+WHERE status = 'ready'
+
+-- name: table_sizes
+-- Bytes of each Stint table, its indexes and toast included (no VACUUM first:
+-- a sample taken while work runs).
+SELECT c.relname AS name, c.reltuples::bigint AS rows, pg_total_relation_size(c.oid) AS bytes
+FROM pg_class c
+WHERE c.relnamespace = current_schema()::regnamespace
+  AND c.relkind = 'r'
+ORDER BY c.relname
+
+-- name: sessions_seed_parked
+-- A load-test fixture: %(count)s sessions parked on a question (a parked turn
+-- with a started answer step), as a long-lived deployment accumulates them.
+-- Written directly: making 10,000 parked sessions through workers takes
+-- minutes and measures nothing the scale run needs.
+WITH made AS (
+    INSERT INTO sessions (status, queued_turns, last_turn_seq)
+    SELECT 'parked', 1, 1 FROM generate_series(1, %(count)s)
+    RETURNING id
+), parked AS (
+    INSERT INTO turns (session_id, seq, idempotency_key, input, status, attempts,
+                       first_claimed_at, started_at)
+    SELECT id, 1, 'parked', '{}', 'parked', 1, now(), now() FROM made
+    RETURNING id, session_id
+), asked AS (
+    INSERT INTO steps (session_id, turn_id, step_key, kind, status, request_digest, lease_epoch)
+    SELECT session_id, id, 'ask', 'answer', 'started', 'seeded', 0 FROM parked
+    RETURNING 1
+)
+SELECT count(*) AS count FROM asked
+
+-- name: turns_pruned
+-- Turns retention has removed so far (they finished before it did).
+SELECT coalesce(sum(turns_pruned), 0)::bigint AS count FROM sessions

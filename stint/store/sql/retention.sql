@@ -1,0 +1,117 @@
+-- name: maintenance_take
+-- Take this interval's run of %(task)s for %(worker)s: a row back means it is
+-- ours; every other worker finds last_run_at moved and skips the interval.
+UPDATE maintenance
+SET last_run_at = now(), last_run_by = %(worker)s
+WHERE task = %(task)s AND last_run_at <= now() - make_interval(secs => %(every_seconds)s)
+RETURNING pruned_until, pruned_after
+
+-- name: prune_head_of_logs
+-- Fragment: the events of the doomed turns (CTE doomed: id, session_id), and
+-- every earlier event of their sessions, go; each session's
+-- events_pruned_through moves up to the cut, so its log stays contiguous.
+-- Session rows are locked in id order, the order workers lock them in.
+touched AS MATERIALIZED (
+    SELECT s.id, s.events_pruned_through
+    FROM sessions s
+    WHERE s.id IN (SELECT session_id FROM doomed)
+    ORDER BY s.id
+    FOR UPDATE
+), cut AS (
+    SELECT touched.id AS session_id, max(e.seq) AS through
+    FROM touched
+    JOIN events e ON e.session_id = touched.id
+    JOIN doomed d ON d.id = e.turn_id AND d.session_id = touched.id
+    WHERE e.seq > touched.events_pruned_through
+    GROUP BY touched.id
+), gone_events AS (
+    DELETE FROM events e
+    USING cut
+    WHERE e.session_id = cut.session_id AND e.seq <= cut.through
+    RETURNING e.session_id
+)
+
+-- name: prune_events
+-- One batch of the events pass: the events up to each of the next %(batch)s
+-- turns finished before the horizon, in (finish time, id) order after the
+-- keyset (%(after)s, %(after_id)s) where the last batch stopped.
+WITH doomed AS (
+    SELECT t.id, t.session_id, t.finished_at
+    FROM turns t
+    WHERE t.finished_at IS NOT NULL
+      AND (t.finished_at, t.id) > (%(after)s::timestamptz, %(after_id)s::uuid)
+      AND t.finished_at < now() - make_interval(secs => %(horizon_seconds)s)
+    ORDER BY t.finished_at, t.id
+    LIMIT %(batch)s
+), last_doomed AS (
+    SELECT finished_at, id FROM doomed ORDER BY finished_at DESC, id DESC LIMIT 1
+), /*include:prune_head_of_logs*/, noted AS (
+    UPDATE sessions s
+    SET events_pruned_through = cut.through
+    FROM cut
+    WHERE s.id = cut.session_id
+), moved AS (
+    UPDATE maintenance
+    SET pruned_until = last_doomed.finished_at, pruned_after = last_doomed.id
+    FROM last_doomed
+    WHERE task = 'prune'
+)
+SELECT (SELECT count(*) FROM doomed) AS turns, (SELECT count(*) FROM gone_events) AS events,
+       (SELECT finished_at FROM last_doomed) AS until, (SELECT id FROM last_doomed) AS until_id
+
+-- name: prune_turns
+-- One batch of the turns pass: the next %(batch)s turns finished before the
+-- horizon go, with their steps, their conversation messages and (first) every
+-- event up to theirs. A turn's events all precede its finish, and a session
+-- runs one turn at a time, so what goes is always the head of the log.
+WITH doomed AS (
+    SELECT t.id, t.session_id, t.seq
+    FROM turns t
+    WHERE t.finished_at < now() - make_interval(secs => %(horizon_seconds)s)
+    ORDER BY t.finished_at, t.id
+    LIMIT %(batch)s
+), /*include:prune_head_of_logs*/, gone_steps AS (
+    DELETE FROM steps st
+    USING doomed d
+    WHERE st.session_id = d.session_id AND st.turn_id = d.id
+    RETURNING 1
+), gone_messages AS (
+    DELETE FROM conversation_messages m
+    USING doomed d
+    WHERE m.session_id = d.session_id AND m.turn_seq = d.seq
+    RETURNING 1
+), gone_turns AS (
+    DELETE FROM turns t
+    USING doomed d
+    WHERE t.id = d.id
+    RETURNING t.session_id
+), noted AS (
+    UPDATE sessions s
+    SET events_pruned_through = greatest(s.events_pruned_through, coalesce(cut.through, 0)),
+        turns_pruned          = s.turns_pruned + gone.n
+    FROM (SELECT session_id, count(*) AS n FROM gone_turns GROUP BY session_id) AS gone
+    LEFT JOIN cut ON cut.session_id = gone.session_id
+    WHERE s.id = gone.session_id
+)
+SELECT (SELECT count(*) FROM gone_turns) AS turns,
+       (SELECT count(*) FROM gone_events) AS events,
+       (SELECT count(*) FROM gone_steps) AS steps,
+       (SELECT count(*) FROM gone_messages) AS messages
+
+-- name: prune_workers
+-- Worker rows of processes stopped (or silent) for longer than the horizon.
+WITH gone AS (
+    DELETE FROM workers
+    WHERE CASE WHEN state = 'stopped' THEN stopped_at ELSE heartbeat_at END
+          < now() - make_interval(secs => %(horizon_seconds)s)
+    RETURNING 1
+)
+SELECT count(*) AS count FROM gone
+
+-- name: journals_unused
+-- Of these sessions, those whose journals hold nothing anyone needs: every
+-- turn pruned (a session that no longer exists counts too).
+SELECT ids.id AS session_id
+FROM unnest(%(session_ids)s::uuid[]) AS ids (id)
+WHERE NOT EXISTS (SELECT FROM turns t WHERE t.session_id = ids.id)
+  AND NOT EXISTS (SELECT FROM sessions s WHERE s.id = ids.id AND s.turns_pruned = 0)

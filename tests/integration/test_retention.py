@@ -1,0 +1,227 @@
+"""Retention against real PostgreSQL: what goes, what stays, and that every
+invariant still holds afterwards (logs contiguous from their pruned head,
+effects matching steps, nothing of a live turn touched)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from stint.ops.checks import run_checks
+from stint.postgres.scratch import ScratchTarget
+from stint.store.client import ClientStore
+from stint.store.models import Claim, TurnStart
+from stint.store.pool import Pool
+from stint.store.retention import RetentionStore
+from stint.store.runtime import RuntimeStore
+from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, WorkerState
+from stint.worker.journal import EffectJournal
+from stint.worker.pruner import RetentionPlan, prune
+from tests.integration.claims import claim_one
+from tests.workers import fetch
+
+DAY = 86_400
+
+
+def _plan(
+    *, events: float = 30, turns: float = 30, workers: float = 7, batch: int = 1000
+) -> RetentionPlan:
+    return RetentionPlan(
+        events_days=events, turns_days=turns, workers_days=workers, batch=batch, every_seconds=3600
+    )
+
+
+class History:
+    """Turns run through the worker's own statements, each with one journalled effect."""
+
+    def __init__(self, db: ScratchTarget, pool: Pool, root: Path) -> None:
+        self.client = ClientStore(db.config, pool)
+        self.runtime = RuntimeStore(db.config, pool, concurrency=2)
+        self.pool = pool
+        self.journal = EffectJournal(root)
+
+    async def run(self, session: UUID | None, key: str) -> tuple[Claim, TurnStart]:
+        """Enqueue, claim and finish one turn (with a committed tool step)."""
+        queued = await self.client.turns_enqueue(
+            session_id=session, idempotency_key=key, turn_input={"k": key}, queue_limit=8
+        )
+        claim, turn = await claim_one(self.runtime, "w")
+        assert claim.session_id == queued.session_id
+        step = f"effect-{turn.turn_id}"
+        await self.runtime.steps_start(
+            claim, turn_id=turn.turn_id, step_key=step, kind=StepKind.TOOL, digest="d"
+        )
+        self.journal.append(claim.session_id, step, {"turn_id": str(turn.turn_id)})
+        await self.runtime.steps_finish(
+            claim,
+            turn_id=turn.turn_id,
+            step_key=step,
+            status=StepStatus.COMMITTED,
+            result={"ok": True},
+            events=[(EventKind.TOOL_RETURNED, {"step_key": step})],
+        )
+        await self.runtime.conversation.messages_append(
+            claim, turn_id=turn.turn_id, messages=[{"role": "user", "content": key}]
+        )
+        await self.runtime.turns_finish(
+            claim,
+            turn_id=turn.turn_id,
+            status=TurnStatus.SUCCEEDED,
+            output={},
+            error=None,
+            events=[(EventKind.TURN_COMPLETED, {})],
+            release=True,
+        )
+        return claim, turn
+
+    async def age(self, turn_ids: list[UUID], days: float) -> None:
+        """Make these turns look finished ``days`` ago."""
+        await fetch(
+            self.pool,
+            "UPDATE turns SET finished_at = now() - make_interval(days => %s) "
+            "WHERE id = ANY(%s) RETURNING id",
+            days,
+            turn_ids,
+        )
+
+    async def checks_pass(self) -> None:
+        report = await run_checks(self.pool, journals=self.journal.root)
+        assert report.passed, [c for c in report.checks if not c.passed]
+
+
+@pytest.fixture
+def history(db: ScratchTarget, pool: Pool, tmp_path: Path) -> History:
+    return History(db, pool, tmp_path / "journals")
+
+
+async def _count(pool: Pool, table: str) -> int:
+    rows = await fetch(pool, f"SELECT count(*) FROM {table}")
+    return int(rows[0][0])
+
+
+async def test_old_turns_go_with_their_steps_messages_events_and_journal_lines(
+    db: ScratchTarget, pool: Pool, history: History
+) -> None:
+    old_claim, old = await history.run(None, "old")
+    session = old_claim.session_id
+    _, recent = await history.run(session, "recent")
+    await history.age([old.turn_id], days=40)
+    before = await history.client.events_after(session_id=session, after=0)
+    report = await prune(
+        RetentionStore(db.config, pool),
+        _plan(),
+        journals=history.journal,
+        worker="t",
+        every_seconds=0,
+    )
+    assert (report.turns, report.steps, report.messages) == (1, 1, 1)
+    assert report.events == 3  # the old turn's turn.started, tool.returned, turn.completed
+    kept = await history.client.events_after(session_id=session, after=0)
+    assert [e.seq for e in kept] == [e.seq for e in before][report.events :]
+    assert {e.turn_id for e in kept} == {recent.turn_id}
+    rows = await fetch(
+        pool, "SELECT events_pruned_through, turns_pruned FROM sessions WHERE id = %s", session
+    )
+    assert rows == [(report.events, 1)]
+    assert [str(t) for (t,) in await fetch(pool, "SELECT id FROM turns")] == [str(recent.turn_id)]
+    await history.checks_pass()  # contiguous from the pruned head; journal lines accounted
+
+
+async def test_the_events_pass_alone_keeps_the_turns_and_resumes_where_it_stopped(
+    db: ScratchTarget, pool: Pool, history: History
+) -> None:
+    olds = [(await history.run(None, f"s{i}"))[1].turn_id for i in range(25)]
+    await history.age(olds, days=40)
+    store = RetentionStore(db.config, pool)
+    plan = _plan(events=30, turns=0, batch=10)
+    first = await prune(store, plan, journals=None, worker="t", every_seconds=0)
+    assert first.batches == 3 and first.turns == 0
+    assert first.events == 25 * 3  # each session's whole log: its one turn is old
+    assert await _count(pool, "turns") == 25
+    again = await prune(store, plan, journals=None, worker="t", every_seconds=0)
+    assert (again.events, again.batches) == (0, 1)  # it starts where the last run stopped
+    await history.checks_pass()
+
+
+async def test_only_one_worker_takes_an_interval(db: ScratchTarget, pool: Pool) -> None:
+    store = RetentionStore(db.config, pool)
+    assert await store.maintenance_take(task="prune", worker="a", every_seconds=3600) is not None
+    assert await store.maintenance_take(task="prune", worker="b", every_seconds=3600) is None
+    assert await store.maintenance_take(task="prune", worker="c", every_seconds=0) is not None
+
+
+async def test_stopped_workers_rows_go(db: ScratchTarget, pool: Pool) -> None:
+    runtime = RuntimeStore(db.config, pool, concurrency=1)
+    for name in ("gone", "kept"):
+        await runtime.workers_register(
+            worker_id=name, host="h", pid=1, version="v", pins=[], slots=1, lease_seconds=30
+        )
+        await runtime.workers_set_state(worker_id=name, pid=1, state=WorkerState.STOPPED)
+    await fetch(
+        pool,
+        "UPDATE workers SET stopped_at = now() - interval '8 days' WHERE id = 'gone' RETURNING id",
+    )
+    report = await prune(
+        RetentionStore(db.config, pool), _plan(), journals=None, worker="t", every_seconds=0
+    )
+    assert report.workers == 1
+    assert await fetch(pool, "SELECT id FROM workers") == [("kept",)]
+
+
+async def test_a_quiet_journal_of_a_session_with_nothing_left_is_removed(
+    db: ScratchTarget, pool: Pool, history: History
+) -> None:
+    claim, old = await history.run(None, "old")
+    busy_claim, busy = await history.run(None, "busy")
+    await history.age([old.turn_id, busy.turn_id], days=40)
+    quiet = time.time() - 40 * DAY
+    os.utime(history.journal.path_for(claim.session_id), (quiet, quiet))
+    # busy's journal was written just now: whatever the database says, it stays
+    report = await prune(
+        RetentionStore(db.config, pool),
+        _plan(),
+        journals=history.journal,
+        worker="t",
+        every_seconds=0,
+    )
+    assert report.journals == 1
+    assert not history.journal.path_for(claim.session_id).exists()
+    assert history.journal.path_for(busy_claim.session_id).exists()
+    await history.checks_pass()
+
+
+def test_an_append_waiting_on_a_journal_being_removed_writes_to_a_new_one(tmp_path: Path) -> None:
+    journal = EffectJournal(tmp_path)
+    session = uuid.uuid4()
+    journal.append(session, "first", {})
+    path = journal.path_for(session)
+    holder = os.open(path, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # retention holds the lock...
+    appended = threading.Thread(target=journal.append, args=(session, "second", {}))
+    appended.start()
+    inode = os.fstat(holder).st_ino
+    deadline = time.monotonic() + 10
+    while not _lock_awaited(inode):  # the append opened this file and waits for its lock
+        assert time.monotonic() < deadline, "the append never waited for the lock"
+        time.sleep(0.001)
+    path.unlink()  # ...removes the file...
+    os.close(holder)  # ...and lets the append go on
+    appended.join(timeout=10)
+    assert [e["key"] for e in journal.entries(session)] == ["second"]
+
+
+def _lock_awaited(inode: int) -> bool:
+    """Does some process wait for a lock on this inode? (/proc/locks marks
+    waiters with "->"; the sixth field is major:minor:inode.)"""
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields and fields[fields.index("->") + 5].rsplit(":", 1)[-1] == str(inode):
+            return True
+    return False

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from psycopg import sql as psql
+
 from stint.ops.processes import spawn_worker
 from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
@@ -100,6 +102,16 @@ async def fetch(pool: Pool, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     async with pool.connection() as conn:
         cur = await conn.execute(sql, params)  # type: ignore[arg-type]
         return await cur.fetchall()
+
+
+async def count_rows(pool: Pool, table: str) -> int:
+    """Rows in ``table`` (its name composed as an identifier, never spliced)."""
+    statement = psql.SQL("SELECT count(*) FROM {}").format(psql.Identifier(table))
+    async with pool.connection() as conn:
+        cur = await conn.execute(statement)
+        row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 async def event_kinds(pool: Pool, session_id: UUID) -> list[str]:

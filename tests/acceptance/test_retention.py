@@ -10,7 +10,7 @@ from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
 from tests.polling import wait_until
-from tests.workers import Cluster, fetch
+from tests.workers import Cluster, count_rows, fetch
 
 # 0.00002 days is 1.7 seconds: history that old is pruned.
 SHORT = {
@@ -18,11 +18,6 @@ SHORT = {
     "retain_turns_days": "0.00002",
     "prune_interval": "0.5",
 }
-
-
-async def _count(pool: Pool, table: str) -> int:
-    rows = await fetch(pool, f"SELECT count(*) FROM {table}")
-    return int(rows[0][0])
 
 
 async def test_workers_prune_old_history_on_their_schedule(
@@ -36,14 +31,14 @@ async def test_workers_prune_old_history_on_their_schedule(
         cluster.stint("enqueue", "--session", queued["session_id"], f'{{"n": {i}}}')
 
     async def all_pruned() -> bool:
-        return await _count(pool, "turns") == 0 and not cluster.journal_sessions()
+        return await count_rows(pool, "turns") == 0 and not cluster.journal_sessions()
 
     await wait_until(all_pruned, what="every turn and journal pruned", within=60)
     heads = await fetch(
         pool, "SELECT last_event_seq, events_pruned_through, turns_pruned FROM sessions"
     )
     assert len(heads) == 6 and all(last == head and pruned == 2 for last, head, pruned in heads)
-    assert await _count(pool, "events") == 0 and await _count(pool, "steps") == 0
+    assert await count_rows(pool, "events") == 0 and await count_rows(pool, "steps") == 0
     for worker in workers:
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
@@ -73,4 +68,4 @@ async def test_stint_prune_runs_now_and_says_what_it_removed(
         ).stdout
     )
     assert (pruned["turns"], pruned["steps"], pruned["events"], pruned["journals"]) == (1, 1, 4, 1)
-    assert await _count(pool, "turns") == 0
+    assert await count_rows(pool, "turns") == 0

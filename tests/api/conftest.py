@@ -18,7 +18,7 @@ from stint.postgres.scratch import ScratchTarget
 from stint.store.keys import KeyStore
 from stint.store.pool import Pool
 from tests.polling import wait_until
-from tests.workers import fetch
+from tests.workers import count_rows, fetch
 
 KEEPALIVE_SECONDS = 0.3
 QUEUE_LIMIT = 64
@@ -128,8 +128,7 @@ async def row_counts(pool: Pool) -> dict[str, int]:
     tables = ["sessions", "turns", "events", "steps", "api_keys"]
     found = {}
     for table in tables:
-        rows = await fetch(pool, f"SELECT count(*) FROM {table}")
-        found[table] = int(rows[0][0])
+        found[table] = await count_rows(pool, table)
     found["controls"] = int(
         (await fetch(pool, "SELECT count(*) FROM sessions WHERE control IS NOT NULL"))[0][0]
     )

@@ -19,6 +19,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from psycopg import sql
 
 from stint.loadtest.container import CONTAINER_IMAGE
 from stint.postgres.scratch import ScratchTarget
@@ -247,12 +248,12 @@ async def test_the_keda_query_counts_ready_and_running_sessions(
     }
     counts = {"idle": 1, "ready": 2, "running": 3, "parked": 5, "closed": 1}
     for status, n in counts.items():
+        insert = sql.SQL("INSERT INTO sessions (status{}) VALUES ({}{}) RETURNING id").format(
+            sql.SQL(rows[status]), sql.Literal(status), sql.SQL(values[status])
+        )
         for _ in range(n):
-            await fetch(
-                pool,
-                f"INSERT INTO sessions (status{rows[status]}) "
-                f"VALUES ('{status}'{values[status]}) RETURNING id",
-            )
+            async with pool.connection() as conn:
+                await conn.execute(insert)
     query = MANIFESTS["ScaledObject/stint-worker"]["spec"]["triggers"][0]["metadata"]["query"]
     query = query.replace("stint.sessions", f"{db.config.schema}.sessions")
     assert await fetch(pool, query) == [(5,)]

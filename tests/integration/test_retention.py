@@ -25,7 +25,7 @@ from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, 
 from stint.worker.journal import EffectJournal
 from stint.worker.pruner import RetentionPlan, prune
 from tests.integration.claims import claim_one
-from tests.workers import fetch
+from tests.workers import count_rows, fetch
 
 DAY = 86_400
 
@@ -101,11 +101,6 @@ def history(db: ScratchTarget, pool: Pool, tmp_path: Path) -> History:
     return History(db, pool, tmp_path / "journals")
 
 
-async def _count(pool: Pool, table: str) -> int:
-    rows = await fetch(pool, f"SELECT count(*) FROM {table}")
-    return int(rows[0][0])
-
-
 async def test_old_turns_go_with_their_steps_messages_events_and_journal_lines(
     db: ScratchTarget, pool: Pool, history: History
 ) -> None:
@@ -144,7 +139,7 @@ async def test_the_events_pass_alone_keeps_the_turns_and_resumes_where_it_stoppe
     first = await prune(store, plan, journals=None, worker="t", every_seconds=0)
     assert first.batches == 3 and first.turns == 0
     assert first.events == 25 * 3  # each session's whole log: its one turn is old
-    assert await _count(pool, "turns") == 25
+    assert await count_rows(pool, "turns") == 25
     again = await prune(store, plan, journals=None, worker="t", every_seconds=0)
     assert (again.events, again.batches) == (0, 1)  # it starts where the last run stopped
     await history.checks_pass()

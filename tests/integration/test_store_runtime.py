@@ -6,7 +6,6 @@ import asyncio
 import uuid
 
 import pytest
-from psycopg import sql
 
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
@@ -18,6 +17,7 @@ from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import EventKind, TurnStatus
 from tests.integration.claims import claim_one
 from tests.polling import wait_until
+from tests.workers import count_rows
 
 
 @pytest.fixture
@@ -28,14 +28,6 @@ def client(db: ScratchTarget, pool: Pool) -> ClientStore:
 @pytest.fixture
 def runtime(db: ScratchTarget, pool: Pool) -> RuntimeStore:
     return RuntimeStore(db.config, pool, concurrency=2)
-
-
-async def _count(pool: Pool, table: str) -> int:
-    async with pool.connection() as conn:
-        cur = await conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table)))
-        row = await cur.fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 async def test_idempotent_enqueue_race_yields_exactly_the_intended_turns(
@@ -61,7 +53,7 @@ async def test_idempotent_enqueue_race_yields_exactly_the_intended_turns(
     results = await asyncio.gather(*(producer(p) for p in range(12)))
     distinct = {turn_id for ids in results for turn_id in ids}
     assert len(distinct) == 48
-    assert await _count(pool, "turns") == 49
+    assert await count_rows(pool, "turns") == 49
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT array_agg(seq ORDER BY seq), max(queued_turns) "
@@ -80,7 +72,7 @@ async def test_enqueue_refusals_write_nothing(pool: Pool, client: ClientStore) -
     await client.turns_enqueue(
         session_id=first.session_id, idempotency_key="b", turn_input={}, queue_limit=2
     )
-    before = (await _count(pool, "turns"), await _count(pool, "sessions"))
+    before = (await count_rows(pool, "turns"), await count_rows(pool, "sessions"))
     with pytest.raises(QueueFull, match=r"queue full \(2 queued, limit 2\)"):
         await client.turns_enqueue(
             session_id=first.session_id, idempotency_key="c", turn_input={}, queue_limit=2
@@ -93,7 +85,7 @@ async def test_enqueue_refusals_write_nothing(pool: Pool, client: ClientStore) -
         await client.turns_enqueue(
             session_id=uuid.uuid4(), idempotency_key="z", turn_input={}, queue_limit=9
         )
-    assert (await _count(pool, "turns"), await _count(pool, "sessions")) == before
+    assert (await count_rows(pool, "turns"), await count_rows(pool, "sessions")) == before
     same = await client.turns_enqueue(
         session_id=first.session_id, idempotency_key="a", turn_input={"x": 1}, queue_limit=2
     )
@@ -141,7 +133,7 @@ async def test_stale_owner_is_fenced_and_writes_nothing(
     assert (new.session_id, new.epoch) == (queued.session_id, old.epoch + 1)
     # b's claim started the turn again: a retry, attempt 2
     assert retry.turn is not None and (retry.turn.turn_id, retry.turn.attempts) == (turn.turn_id, 2)
-    events_before = await _count(pool, "events")
+    events_before = await count_rows(pool, "events")
     with pytest.raises(LeaseLost):
         await runtime.events_append(old, turn_id=turn.turn_id, events=[("message", {"x": 1})])
     with pytest.raises(LeaseLost):
@@ -159,8 +151,8 @@ async def test_stale_owner_is_fenced_and_writes_nothing(
     with pytest.raises(LeaseLost):
         await runtime.sessions_release(old, turn_id=turn.turn_id)
     assert await runtime.leases_renew(owner="a", pid=1, claims=[old], lease_seconds=30) == {}
-    assert await _count(pool, "events") == events_before
-    assert await _count(pool, "steps") == 0
+    assert await count_rows(pool, "events") == events_before
+    assert await count_rows(pool, "steps") == 0
 
 
 async def test_events_are_contiguous_under_concurrent_appends(
@@ -312,7 +304,7 @@ async def test_session_creation_race_with_one_key_yields_one_session_and_one_tur
         await wide.close()
     assert len({(r.session_id, r.turn_id, r.seq) for r in results}) == 1
     assert sum(r.created for r in results) == 1
-    assert (await _count(pool, "sessions"), await _count(pool, "turns")) == (1, 1)
+    assert (await count_rows(pool, "sessions"), await count_rows(pool, "turns")) == (1, 1)
     other = await ClientStore(db.config, pool).turns_enqueue(
         session_id=None,
         idempotency_key="order-7",

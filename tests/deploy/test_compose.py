@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import pytest_asyncio
 
@@ -120,6 +121,16 @@ async def test_compose_up_runs_turns_and_stop_drains_the_workers(
         return bool(rows[0][0] == TURNS)
 
     await wait_until(all_succeeded, what=f"{TURNS} turns succeeded", within=60)
+
+    async def api_ready() -> bool:
+        async with httpx.AsyncClient() as http:
+            try:
+                answer = await http.get("http://127.0.0.1:8000/readyz", timeout=2)
+            except httpx.HTTPError:
+                return False
+        return answer.status_code == 200
+
+    await wait_until(api_ready, what="the API container ready", within=60)
     project.run("stop", "worker", timeout=120)
     for container in workers:
         assert engine.state(container)["ExitCode"] == 0, engine.logs(container)[-2000:]

@@ -265,7 +265,7 @@ async def test_the_keda_query_counts_ready_and_running_sessions(
 def test_the_compose_file_migrates_first_and_stops_after_the_drain() -> None:
     compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(services) == {"postgres", "migrate", "worker"}
+    assert set(services) == {"postgres", "migrate", "worker", "api"}
     assert all(s["network_mode"] == "host" for s in services.values())
     assert services["postgres"]["image"] == CONTAINER_IMAGE
     assert services["migrate"]["image"] == services["worker"]["image"] == engine.WORKER_IMAGE
@@ -282,3 +282,9 @@ def test_the_compose_file_migrates_first_and_stops_after_the_drain() -> None:
     assert _seconds(worker["stop_grace_period"]) >= float(env["STINT_DRAIN_SECONDS"]) + 10
     assert worker["volumes"] == ["workspace:/var/lib/stint/workspace"]
     assert env["STINT_DATABASE_URL"] == migrate["environment"]["STINT_DATABASE_URL"]
+
+    api = services["api"]
+    assert api["image"] == engine.WORKER_IMAGE
+    assert [*api["entrypoint"], *api["command"]] == ["/opt/stint/bin/stint", "api"]
+    assert api["depends_on"] == {"migrate": {"condition": "service_completed_successfully"}}
+    assert api["environment"]["STINT_DATABASE_URL"] == env["STINT_DATABASE_URL"]

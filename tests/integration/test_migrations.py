@@ -39,6 +39,8 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "events",
         "steps",
         "api_keys",
+        "leaders",
+        "stats_samples",
     }
 
 

@@ -323,3 +323,4 @@ class ApiKey(Row):
     label: str | None
     created_at: datetime
     revoked_at: datetime | None
+    operator: bool = False

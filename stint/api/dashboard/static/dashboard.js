@@ -44,7 +44,9 @@ if (list) {
       part.textContent = text;
       item.append(part, " ");
     }
+    const atBottom = list.scrollTop + list.clientHeight >= list.scrollHeight - 40;
     list.append(item);
+    if (atBottom) list.scrollTop = list.scrollHeight;  // follow, unless the reader scrolled up
     if (panels && reloads.test(event.kind) && pending === null) {
       pending = setTimeout(() => { pending = null; refresh(panels).catch(() => {}); }, 150);
     }

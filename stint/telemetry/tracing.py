@@ -17,6 +17,7 @@ its model calls.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -71,7 +72,7 @@ def setup_tracing(exporter: str, *, service_name: str) -> bool:
             ) from exc
         chosen = OTLPSpanExporter()
     elif exporter == "console":
-        chosen = ConsoleSpanExporter()
+        chosen = ConsoleSpanExporter(out=sys.stderr)  # stdout is the CLI's JSON output
     else:
         raise ValueError(f"unknown exporter {exporter!r}; expected one of {EXPORTERS}")
     # OTEL_SERVICE_NAME, when set, wins over this default (Resource.create reads it).

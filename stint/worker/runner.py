@@ -210,6 +210,9 @@ class SessionRunner:
         steps = {}
         if turn.attempts > 1:
             steps = await self._store.steps_for_turn(claim, turn.turn_id)
+            control = held.control  # a request that came during that read found no harness
+            if control is not None and control.turn_id == turn.turn_id:
+                return _stopped(control)
         ctx = TurnContext(
             store=self._store,
             claim=claim,

@@ -145,9 +145,10 @@ async def test_operator_watches_answers_and_cancels_in_the_browser(
         # A running turn (held at a gate that never opens) is cancelled from its row.
         running = await enqueue(session, {"gate": "never-opens"})
         await expect(events.filter(has_text="tool.returned")).to_have_count(3)
-        await expect(page.locator("#turns .badge.running")).to_have_count(1)
-        await page.locator("#turns button >> text=Cancel").click()
-        await expect(page.locator(".note")).to_contain_text("cancel requested")
+        row = page.locator(f'#turns tr[data-turn="{running}"]')
+        await expect(row.locator(".badge.running")).to_have_count(1)
+        await row.locator("button >> text=Cancel").click()
+        await expect(page.locator(".note")).to_contain_text("cancel: requested from worker")
         await expect(events.filter(has_text="turn.cancelled")).to_have_count(1)
         assert await _status(pool, running) == "cancelled"
         await expect(page.locator("#turns .badge.cancelled")).to_have_count(1)

@@ -110,7 +110,7 @@ async def test_writes_need_the_csrf_token_and_a_writing_key(
         assert refused.status_code == 403
         assert await _controls(pool, queued.session_id) == 0
         done = await writer.post(f"{page}/cancel", data={"csrf": token})
-        assert done.status_code == 303 and "cancel%20requested" in done.headers["location"]
+        assert done.status_code == 303 and "queued%20turn" in done.headers["location"]
     status = await fetch(pool, "SELECT status FROM turns WHERE id = %s", queued.turn_id)
     assert status[0][0] == "cancelled"  # queued, not running: cancelled directly
 

@@ -353,8 +353,7 @@ async def cancel(session_id: UUID, request: Request, me: SignedIn, svc: Svc) -> 
         )
     except (ValueError, StoreError) as exc:
         return _back(session_id, f"not cancelled: {exc}")
-    what = "the running turn" if result.active_turn else "no running turn"
-    return _back(session_id, f"cancel requested ({what})")
+    return _back(session_id, f"cancel: {result.outcome}")
 
 
 def install_dashboard(app: FastAPI) -> None:

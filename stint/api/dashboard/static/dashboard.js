@@ -3,11 +3,17 @@
 // text (never as HTML), so nothing a session carries can run as script here.
 "use strict";
 
-// Replace an element's content with the server-rendered fragment at data-refresh.
+// Replace an element's content with the server-rendered fragment at data-refresh;
+// an answer that comes back after a later request's is stale and dropped.
+const asked = new WeakMap();
 async function refresh(element) {
+  const mine = (asked.get(element) || 0) + 1;
+  asked.set(element, mine);
   const response = await fetch(element.dataset.refresh, {credentials: "same-origin"});
-  if (response.ok && response.headers.get("content-type").startsWith("text/html")) {
-    element.innerHTML = await response.text();
+  const html = await response.text();
+  if (asked.get(element) === mine && response.ok &&
+      response.headers.get("content-type").startsWith("text/html")) {
+    element.innerHTML = html;
   }
 }
 

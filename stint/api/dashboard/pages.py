@@ -259,16 +259,22 @@ def _missing(me: SignedIn, session_id: UUID) -> HTMLResponse:
 async def session(
     session_id: UUID, me: SignedIn, svc: Svc, note: str | None = None
 ) -> HTMLResponse:
-    panels = await _panels(svc, me, session_id)
-    if panels is None:
+    found = await svc.client.sessions_get(session_id=session_id, tenant=me.scope)
+    if found is None:
         return _missing(me, session_id)
-    last = panels["session"].last_event_seq
+    last = found.last_event_seq
     events = await svc.client.events_after(
         session_id=session_id,
         after=max(0, last - _EVENTS_SHOWN),
         limit=_EVENTS_SHOWN,
         tenant=me.scope,
     )
+    # The panels are read after the events: whatever happened after those events
+    # reaches the page by the stream, which refreshes the panels; read before, a
+    # turn ending in between would stay shown as running.
+    panels = await _panels(svc, me, session_id)
+    if panels is None:
+        return _missing(me, session_id)
     return _page(
         "session.html",
         me=me,

@@ -144,7 +144,13 @@ class ChatProvider:
                     ) from None
                 else:
                     current.set_attribute("stint.model.retries", attempt - 1)
-                    record_usage(current, answer.usage, answer.finish_reason)
+                    record_usage(
+                        current,
+                        answer.usage,
+                        answer.finish_reason,
+                        scope=self._config.model,
+                        response_model=answer.model,
+                    )
                     return {
                         "message": answer.message(),
                         "finish_reason": answer.finish_reason,

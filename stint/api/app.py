@@ -16,9 +16,11 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from stint.api import events, health, sessions
+from stint.api import events, health, metrics, sessions
+from stint.api.dashboard.pages import install_dashboard
 from stint.api.hub import EventHub
 from stint.api.limits import BodyLimits
+from stint.api.metrics import RequestMetrics
 from stint.api.problems import Problem, install_problem_handlers
 from stint.api.query import documented_query
 from stint.api.services import Services
@@ -26,8 +28,11 @@ from stint.config.settings import Settings
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_API, ROLE_API_FOLLOW, StoreConfig
 from stint.store.controls import ControlStore
+from stint.store.dashboard import DashboardStore
 from stint.store.keys import KeyStore
 from stint.store.pool import open_pool
+from stint.store.stats import StatsStore
+from stint.telemetry.metrics import ApiMetrics, ApiState
 
 __all__ = ["create_app"]
 
@@ -60,6 +65,8 @@ def _lifespan(settings: Settings, config: StoreConfig) -> Any:
                 keys=KeyStore(config, pool),
                 follow_client=ClientStore(config, follow_pool),
                 hub=hub,
+                dashboard=DashboardStore(config, pool),
+                stats=StatsStore(config, pool),
             )
             yield
         finally:
@@ -84,6 +91,18 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     return app.openapi_schema
 
 
+def _api_state(app: FastAPI) -> ApiState | None:
+    found = getattr(app.state, "services", None)
+    if not isinstance(found, Services):
+        return None  # not started (or already stopped): nothing to report
+    hub = found.hub
+    return ApiState(
+        event_streams=hub.followers,
+        hub_notifications=hub.notifications,
+        hub_reconnects=hub.reconnects,
+    )
+
+
 def create_app(settings: Settings, config: StoreConfig) -> FastAPI:
     app = FastAPI(
         title="Stint",
@@ -97,9 +116,16 @@ def create_app(settings: Settings, config: StoreConfig) -> FastAPI:
     app.include_router(health.router, tags=["health"])
     app.include_router(sessions.router, tags=["sessions"], dependencies=strict)
     app.include_router(events.router, tags=["events"], dependencies=strict)
+    app.include_router(metrics.router)
+    install_dashboard(app)
     install_problem_handlers(app, retry_after=settings.api_retry_after_seconds)
     app.add_middleware(
-        BodyLimits, max_bytes=settings.api_max_body_bytes, max_depth=settings.max_input_depth + 1
+        BodyLimits,
+        max_bytes=settings.api_max_body_bytes,
+        max_depth=settings.max_input_depth + 1,
+        form_prefix="/dashboard/",
     )
+    app.state.metrics = ApiMetrics(lambda: _api_state(app))
+    app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

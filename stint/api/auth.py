@@ -16,9 +16,9 @@ from stint.api.problems import ApiProblem
 from stint.api.services import services
 from stint.store.keys import Caller
 
-__all__ = ["Reader", "Writer", "reader", "writer"]
+__all__ = ["Reader", "Writer", "bearer_scheme", "reader", "writer"]
 
-_bearer = HTTPBearer(
+bearer_scheme = _bearer = HTTPBearer(
     auto_error=False,
     scheme_name="ApiKey",
     description="An API key from `stint keys create --tenant T`, as `Authorization: Bearer stk_…`",

@@ -25,9 +25,8 @@ from stint.api.services import Services, services
 from stint.api.sessions import session_or_404
 from stint.api.stream import KEEPALIVE, follow, sse_event
 from stint.store.errors import StoreError
-from stint.store.keys import Caller
 
-__all__ = ["router"]
+__all__ = ["router", "stream_response"]
 
 log = logging.getLogger("stint.api")
 
@@ -44,15 +43,30 @@ def _wants_json(request: Request, fmt: str | None) -> bool:
     return "application/json" in accept and "text/event-stream" not in accept
 
 
+def stream_response(
+    svc: Services, *, tenant: str | None, session_id: UUID, after: int, until_turn_end: bool
+) -> StreamingResponse:
+    """The session's events after ``after`` as Server-Sent Events, then live: the
+    /v1 route's stream, and the dashboard's (which passes None as an operator's
+    tenant). 503 when this process already follows as many streams as it may."""
+    if svc.hub.followers >= svc.settings.api_max_followers:
+        raise ApiProblem(503, "this API process follows as many streams as it may", retry=True)
+    return StreamingResponse(
+        _sse(svc, tenant, session_id, after, until_turn_end),
+        media_type="text/event-stream",
+        headers=_STREAM_HEADERS,
+    )
+
+
 async def _sse(
-    svc: Services, caller: Caller, session_id: UUID, after: int, until_turn_end: bool
+    svc: Services, tenant: str | None, session_id: UUID, after: int, until_turn_end: bool
 ) -> AsyncIterator[bytes]:
     yield _RETRY
     try:
         async for item in follow(
             svc.follow_client,
             svc.hub,
-            tenant=caller.tenant,
+            tenant=tenant,
             session_id=session_id,
             after=after,
             until_turn_end=until_turn_end,
@@ -109,10 +123,10 @@ async def events(
             next_after=found[-1].seq if found else start,
         )
         return JSONResponse(page.model_dump(mode="json"))
-    if svc.hub.followers >= svc.settings.api_max_followers:
-        raise ApiProblem(503, "this API process follows as many streams as it may", retry=True)
-    return StreamingResponse(
-        _sse(svc, caller, session_id, start, until == "turn_end"),
-        media_type="text/event-stream",
-        headers=_STREAM_HEADERS,
+    return stream_response(
+        svc,
+        tenant=caller.tenant,
+        session_id=session_id,
+        after=start,
+        until_turn_end=until == "turn_end",
     )

@@ -124,6 +124,11 @@ class EventHub:
             try:
                 async with Listener(self._config, channels=[channel], role=ROLE_API_LISTEN) as lst:
                     backoff.reset()
+                    if self.reconnects:
+                        log.info(
+                            "event hub listening again (%d connection(s) lost so far)",
+                            self.reconnects,
+                        )
                     self.listening.set()
                     self._wake_all()  # catch up on anything missed while disconnected
                     async for _, payload in lst.notifications():

@@ -21,6 +21,7 @@ from stint.store.jsonvalues import load_storable_json
 __all__ = ["BodyLimits", "JsonRefused", "check_json"]
 
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+_FORM = "application/x-www-form-urlencoded"
 
 
 class JsonRefused(ValueError):
@@ -56,10 +57,15 @@ def _is_json(content_type: str | None) -> bool:
 class BodyLimits:
     """Pure ASGI, so a refused body is never buffered past the limit."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int, max_depth: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_bytes: int, max_depth: int, form_prefix: str | None = None
+    ) -> None:
         self._app = app
         self._max_bytes = max_bytes
         self._max_depth = max_depth
+        # The dashboard's HTML forms post urlencoded bodies (still size-limited here;
+        # their fields are checked by the handlers, an answer as JSON like any other).
+        self._form_prefix = form_prefix
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in _BODY_METHODS:
@@ -108,7 +114,14 @@ class BodyLimits:
                 return b"".join(chunks), None
 
     def _judge(self, scope: Scope, body: bytes) -> tuple[int, str] | None:
-        if not _is_json(_header(scope, b"content-type")):
+        content_type = _header(scope, b"content-type") or ""
+        if (
+            self._form_prefix is not None
+            and str(scope.get("path", "")).startswith(self._form_prefix)
+            and content_type.split(";", 1)[0].strip().lower() == _FORM
+        ):
+            return None
+        if not _is_json(content_type):
             return 415, "send the body as JSON with Content-Type: application/json"
         try:
             check_json(body, max_depth=self._max_depth)

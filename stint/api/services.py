@@ -15,8 +15,10 @@ from stint.config.settings import Settings
 from stint.store.client import ClientStore
 from stint.store.config import StoreConfig
 from stint.store.controls import ControlStore
+from stint.store.dashboard import DashboardStore
 from stint.store.keys import KeyStore
 from stint.store.pool import Pool
+from stint.store.stats import StatsStore
 
 __all__ = ["Services", "services"]
 
@@ -35,6 +37,8 @@ class Services:
     keys: KeyStore
     follow_client: ClientStore
     hub: EventHub
+    dashboard: DashboardStore
+    stats: StatsStore
 
 
 def services(request: Request) -> Services:

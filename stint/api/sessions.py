@@ -37,6 +37,8 @@ from stint.api.schemas import (
 from stint.api.services import Services, services
 from stint.store.keys import Caller
 from stint.store.vocabulary import ControlAction, SessionStatus
+from stint.telemetry.names import SPAN_ENQUEUE
+from stint.telemetry.tracing import current_traceparent, span
 
 __all__ = ["router", "session_or_404"]
 
@@ -165,17 +167,26 @@ async def enqueue_turn(
             description="a retry with the same key returns the same turn (default: a new key)",
         ),
     ] = None,
+    traceparent: Annotated[
+        str | None,
+        Header(
+            description="W3C trace context: the worker's spans for this turn join that trace "
+            "(an invalid value is ignored, as the W3C spec asks)",
+        ),
+    ] = None,
 ) -> TurnQueued:
     _within_input_limit(svc, body.input, "input")
-    result = await svc.client.turns_enqueue(
-        session_id=session_id,
-        idempotency_key=idempotency_key or str(uuid.uuid4()),
-        turn_input=body.input,
-        queue_limit=svc.settings.session_queue_limit,
-        timeout_seconds=body.timeout_seconds,
-        busy=body.busy,
-        within_tenant=caller.tenant,
-    )
+    with span(SPAN_ENQUEUE, parent=traceparent, session_id=str(session_id)):
+        result = await svc.client.turns_enqueue(
+            session_id=session_id,
+            idempotency_key=idempotency_key or str(uuid.uuid4()),
+            turn_input=body.input,
+            queue_limit=svc.settings.session_queue_limit,
+            timeout_seconds=body.timeout_seconds,
+            busy=body.busy,
+            within_tenant=caller.tenant,
+            traceparent=current_traceparent(),
+        )
     if not result.created:
         response.status_code = 200
     return TurnQueued.of(result)

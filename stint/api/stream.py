@@ -38,7 +38,7 @@ async def follow(
     client: ClientStore,
     hub: EventHub,
     *,
-    tenant: str,
+    tenant: str | None,
     session_id: UUID,
     after: int,
     until_turn_end: bool,

@@ -123,7 +123,27 @@ class Settings(BaseSettings):
         262_144, ge=256, le=16_777_216, description="largest turn input accepted"
     )
     health_port: int = Field(
-        0, ge=0, le=65535, description="port serving /livez and /readyz; 0 means off"
+        0, ge=0, le=65535, description="port serving /livez, /readyz and /metrics; 0 means off"
+    )
+    log_format: str = Field(
+        "text", pattern=r"^(text|json)$", description="log lines as text, or one JSON object each"
+    )
+    tracing: str = Field(
+        "off",
+        pattern=r"^(off|console|otlp)$",
+        description="OpenTelemetry spans: off, console, or otlp (needs the otlp extra)",
+    )
+    metrics: bool = Field(
+        True, description="a worker serves Prometheus /metrics on its health port"
+    )
+    sample_seconds: float = Field(
+        5.0,
+        ge=0,
+        le=3600,
+        description="seconds between the elected worker's queue samples; 0 means none",
+    )
+    api_metrics_public: bool = Field(
+        False, description="serve the API's /metrics without an operator key"
     )
 
     api_host: str = Field("127.0.0.1", description="address the HTTP API listens on")

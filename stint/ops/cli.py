@@ -58,6 +58,14 @@ from stint.store.pool import open_pool
 from stint.store.retention import RetentionStore
 from stint.store.usage import UsageStore
 from stint.store.vocabulary import BusyStrategy, ControlAction
+from stint.telemetry.names import SPAN_ENQUEUE
+from stint.telemetry.tracing import (
+    TracingUnavailable,
+    current_traceparent,
+    parse_traceparent,
+    setup_tracing,
+    span,
+)
 from stint.worker.journal import EffectJournal
 from stint.worker.pruner import RetentionPlan, prune
 
@@ -119,9 +127,15 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
     tenant = check_label("--tenant", args.tenant)
     pin = check_label("--pin", args.pin)
     timeout = _timeout(args.timeout) if args.timeout is not None else None
+    if args.traceparent is not None and parse_traceparent(args.traceparent) is None:
+        raise UsageError("--traceparent must look like 00-<32 hex>-<16 hex>-<2 hex>")
     config = resolve_store_config(settings)
 
     async def enqueue(client: ClientStore) -> int:
+        with span(SPAN_ENQUEUE, parent=args.traceparent):
+            return await _enqueue(client, current_traceparent())
+
+    async def _enqueue(client: ClientStore, traceparent: str | None) -> int:
         result = await client.turns_enqueue(
             session_id=session_id,
             idempotency_key=key or str(uuid.uuid4()),
@@ -133,6 +147,7 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             busy=BusyStrategy(args.busy),
             # With a key and no session, a retry must find the session, not make another.
             session_key=key if session_id is None else None,
+            traceparent=traceparent,
         )
         print(json.dumps(result.as_json()))
         return 0
@@ -305,6 +320,7 @@ def _key_json(key: ApiKey) -> dict[str, Any]:
         "key_id": key.id,
         "tenant": key.tenant,
         "read_only": key.read_only,
+        "operator": key.operator,
         "label": key.label,
         "created_at": key.created_at.isoformat(),
         "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
@@ -319,7 +335,10 @@ async def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
         keys = KeyStore(config, pool)
         if args.action == "create":
             new = await keys.keys_create(
-                tenant=args.tenant, read_only=args.read_only, label=args.label
+                tenant=args.tenant,
+                read_only=args.read_only,
+                label=args.label,
+                operator=args.operator,
             )
             print(json.dumps({**_key_json(new.key), "token": new.token}))
             print("stint keys: the token is shown only now; store it as a secret", file=sys.stderr)
@@ -415,6 +434,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="interrupt this turn after S seconds, 0.1..86400 (default STINT_TURN_TIMEOUT)",
     )
     p.add_argument(
+        "--traceparent",
+        metavar="TP",
+        help="the producer's W3C trace context (00-<trace id>-<span id>-<flags>): the worker's "
+        "spans for this turn join that trace (default: a stint.enqueue span's, with "
+        "STINT_TRACING on)",
+    )
+    p.add_argument(
         "--busy",
         choices=[strategy.value for strategy in BusyStrategy],
         default="enqueue",
@@ -501,6 +527,11 @@ def build_parser() -> argparse.ArgumentParser:
     k = keys_sub.add_parser("create", help="a new key for a tenant; prints its token once")
     k.add_argument("--tenant", required=True, metavar="T", help="the tenant the key acts for")
     k.add_argument("--read-only", action="store_true", help="the key may read, not write")
+    k.add_argument(
+        "--operator",
+        action="store_true",
+        help="the dashboard shows this key every tenant, and it may read the API's /metrics",
+    )
     k.add_argument("--label", metavar="L", help="a note for operators (who holds it)")
     k = keys_sub.add_parser("list", help="keys as JSON lines (never their tokens)")
     k.add_argument("--tenant", metavar="T", help="only this tenant's keys")
@@ -593,7 +624,14 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"stint: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    setup_logging(settings.log_level, secrets=settings.secrets())
+    setup_logging(settings.log_level, secrets=settings.secrets(), fmt=settings.log_format)
+    try:
+        setup_tracing(
+            settings.tracing, service_name="stint-api" if args.command == "api" else "stint-cli"
+        )
+    except TracingUnavailable as exc:
+        print(f"stint: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return _run(settings, args)
 
 

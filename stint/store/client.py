@@ -147,6 +147,7 @@ class ClientStore:
         busy: BusyStrategy = BusyStrategy.ENQUEUE,
         within_tenant: str | None = None,
         session_key: str | None = None,
+        traceparent: str | None = None,
     ) -> EnqueueResult:
         """Queue one turn in one transaction; on any refusal nothing is written.
 
@@ -158,7 +159,8 @@ class ClientStore:
         session of another tenant is an ``UnknownSession``. ``session_key``
         (without ``session_id``) makes creating the session idempotent too: a
         retry with the same key and tenant finds the session the first call
-        created.
+        created. ``traceparent`` (the producer's W3C trace context) is stored with
+        the turn, so the worker's span for it continues the producer's trace.
         """
         busy = BusyStrategy(busy)
         payload = Jsonb(turn_input)
@@ -223,6 +225,7 @@ class ClientStore:
                 idempotency_key=idempotency_key,
                 input=payload,
                 timeout_seconds=timeout_seconds,
+                traceparent=traceparent,
                 work_channel=self._config.work_channel,
             )
             if queued and busy is BusyStrategy.INTERRUPT:

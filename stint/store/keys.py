@@ -35,11 +35,20 @@ _NO_KEY_DIGEST = hashlib.sha256(b"no such key").digest()
 
 @dataclass(frozen=True)
 class Caller:
-    """Who a verified token belongs to: every API query is filtered by ``tenant``."""
+    """Who a verified token belongs to: every /v1 query is filtered by ``tenant``.
+
+    An ``operator`` key also sees every tenant in the dashboard and may read the
+    API's /metrics; on /v1 it acts for its own tenant like any other key."""
 
     key_id: str
     tenant: str
     read_only: bool
+    operator: bool = False
+
+    @property
+    def scope(self) -> str | None:
+        """The tenant the dashboard filters by: None (every tenant) for an operator."""
+        return None if self.operator else self.tenant
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,7 @@ class _LiveKey:
     id: str
     tenant: str
     read_only: bool
+    operator: bool
     secret_hash: bytes
 
 
@@ -78,9 +88,15 @@ class KeyStore:
         self._pool = pool
 
     async def keys_create(
-        self, *, tenant: str, read_only: bool = False, label: str | None = None
+        self,
+        *,
+        tenant: str,
+        read_only: bool = False,
+        label: str | None = None,
+        operator: bool = False,
     ) -> NewApiKey:
-        """A new key for ``tenant``; its token is returned once and stored nowhere."""
+        """A new key for ``tenant``; its token is returned once and stored nowhere.
+        An ``operator`` key sees every tenant in the dashboard."""
         if not _TENANT.fullmatch(tenant):
             raise InvalidInput(
                 "tenant must be 1..100 characters of letters, digits, '.', '_' or '-'"
@@ -99,6 +115,7 @@ class KeyStore:
                 secret_hash=_digest(secret),
                 read_only=read_only,
                 label=label,
+                operator=operator,
             )
         return NewApiKey(key, f"{TOKEN_PREFIX}_{key_id}_{secret}")
 
@@ -123,4 +140,6 @@ class KeyStore:
         expected = found.secret_hash if found is not None else _NO_KEY_DIGEST
         if not hmac.compare_digest(_digest(secret), expected) or found is None:
             return None
-        return Caller(key_id=found.id, tenant=found.tenant, read_only=found.read_only)
+        return Caller(
+            key_id=found.id, tenant=found.tenant, read_only=found.read_only, operator=found.operator
+        )

@@ -97,6 +97,8 @@ class TurnStart(Row):
     input: dict[str, Any]
     attempts: int
     timeout_seconds: float | None = None
+    traceparent: str | None = None  # the producer's W3C trace context, if it gave one
+    queue_wait: float | None = None  # seconds since enqueue, on a first attempt
 
 
 @dataclass(frozen=True)
@@ -322,3 +324,4 @@ class ApiKey(Row):
     label: str | None
     created_at: datetime
     revoked_at: datetime | None
+    operator: bool = False

@@ -69,6 +69,8 @@ class _Claimed:
     input: dict[str, Any] | None
     attempts: int | None
     timeout_seconds: float | None
+    traceparent: str | None
+    queue_wait: float | None
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ class _Finished:
     next_input: dict[str, Any] | None
     next_attempts: int | None
     next_timeout_seconds: float | None
+    next_traceparent: str | None
+    next_queue_wait: float | None
 
 
 def _work(
@@ -106,11 +110,15 @@ def _work(
     turn_input: dict[str, Any] | None,
     attempts: int | None,
     timeout_seconds: float | None,
+    traceparent: str | None = None,
+    queue_wait: float | None = None,
 ) -> Work:
     turn = None
     if turn_id is not None:
         assert seq is not None and turn_input is not None and attempts is not None
-        turn = TurnStart(turn_id, seq, turn_input, attempts, timeout_seconds)
+        turn = TurnStart(
+            turn_id, seq, turn_input, attempts, timeout_seconds, traceparent, queue_wait
+        )
     return Work(Claim(session_id, owner, epoch), turn)
 
 
@@ -129,6 +137,11 @@ class RuntimeStore:
     @property
     def batcher(self) -> StatementBatcher:
         return self._batcher
+
+    @property
+    def pool(self) -> Pool:
+        """The worker's pool, for its other stores (the queue sampler's few reads)."""
+        return self._pool
 
     async def close(self) -> None:
         await self._batcher.close()
@@ -197,6 +210,8 @@ class RuntimeStore:
                 r.input,
                 r.attempts,
                 r.timeout_seconds,
+                r.traceparent,
+                r.queue_wait,
             )
             for r in rows
         ]
@@ -320,6 +335,8 @@ class RuntimeStore:
                 row.next_input,
                 row.next_attempts,
                 row.next_timeout_seconds,
+                row.next_traceparent,
+                row.next_queue_wait,
             )
         return FinishResult(row.queued_turns, row.still_held, following)
 

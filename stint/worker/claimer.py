@@ -11,6 +11,7 @@ whole lease) claims nothing.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
@@ -21,7 +22,13 @@ from stint.worker.failpoints import failpoint
 from stint.worker.ports import WorkerStore
 from stint.worker.service import Service, Wakeup
 from stint.worker.slots import Held, Slots
-from stint.worker.telemetry import SPAN_CLAIM, span
+from stint.worker.telemetry import (
+    SPAN_CLAIM,
+    record_claim,
+    record_claim_failed,
+    record_turn_started,
+    span,
+)
 
 __all__ = ["Claimer"]
 
@@ -63,13 +70,17 @@ class Claimer(Service):
         if free <= 0 or not self._may_write():
             return 0
         with span(SPAN_CLAIM, worker_id=self._owner, free_slots=free) as current:
+            started = time.perf_counter()
             works = await self._store.turns_claim(
                 owner=self._owner, pins=self._pins, limit=free, lease_seconds=self._lease_seconds
             )
+            record_claim(time.perf_counter() - started, claimed=len(works))
             current.set_attribute("claimed", len(works))
         if works:
             failpoint("after_claim")
         for work in works:
+            if work.turn is not None:
+                record_turn_started(work.turn.queue_wait)
             self._slots.start(work.claim, self._slot_running(work.turn))
         return len(works)
 
@@ -85,6 +96,7 @@ class Claimer(Service):
             try:
                 await self.run_once()
             except StoreError as exc:
+                record_claim_failed()
                 log.warning("claim failed: %s", exc)
                 await self._wakeup.sleep(backoff.next_delay())
                 continue

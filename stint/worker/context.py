@@ -20,6 +20,7 @@ from stint.store.models import Claim, StepRecord
 from stint.store.vocabulary import EventKind, StepKind, StepStatus
 from stint.worker.failpoints import failpoint
 from stint.worker.ports import WorkerStore
+from stint.worker.telemetry import SPAN_STEP, record_unknown_effect, span
 from stint.worker.tools import Reconciled, Tool, ToolCall, Verdict
 
 __all__ = [
@@ -171,12 +172,20 @@ class TurnContext:
         """
         digest = request_digest(StepKind.ANSWER, "ask", {"question": question})
         recorded = self._steps.get(key)
-        if recorded is not None and recorded.status is StepStatus.COMMITTED:
-            if recorded.kind is not StepKind.ANSWER:
-                raise NondeterministicReplay(f"step {key!r} is a {recorded.kind}, not a question")
-            return recorded.result
-        self._guard()
-        raise Parked(key, question, digest)
+        answered = recorded is not None and recorded.status is StepStatus.COMMITTED
+        with span(
+            SPAN_STEP, record_errors=False, step_key=key, kind=str(StepKind.ANSWER)
+        ) as current:
+            current.set_attribute("stint.step.replayed", answered)
+            if recorded is not None and answered:
+                if recorded.kind is not StepKind.ANSWER:
+                    raise NondeterministicReplay(
+                        f"step {key!r} is a {recorded.kind}, not a question"
+                    )
+                return recorded.result
+            self._guard()
+            current.set_attribute("stint.step.parked", True)
+            raise Parked(key, question, digest)
 
     def _guard(self) -> None:
         if not self._may_write():
@@ -192,6 +201,22 @@ class TurnContext:
         run: Callable[[], Awaitable[Any]],
         reconcile: Callable[[], Awaitable[Reconciled]],
     ) -> Any:
+        """One durable step, in a span of its own (a model call's span nests inside)."""
+        with span(SPAN_STEP, step_key=key, kind=str(kind), step_name=name) as current:
+            result, replayed = await self._durable(key, kind, name, request, run, reconcile)
+            current.set_attribute("stint.step.replayed", replayed)
+            return result
+
+    async def _durable(
+        self,
+        key: str,
+        kind: StepKind,
+        name: str,
+        request: Mapping[str, Any],
+        run: Callable[[], Awaitable[Any]],
+        reconcile: Callable[[], Awaitable[Reconciled]],
+    ) -> tuple[Any, bool]:
+        """The step's result, and whether it came from the journal (a replay)."""
         digest = request_digest(kind, name, request)
         recorded = self._steps.get(key)
         called = (_STEP_EVENTS[kind][0], {"step_key": key, "name": name})
@@ -199,14 +224,14 @@ class TurnContext:
             if recorded.request_digest != digest:
                 raise NondeterministicReplay(f"step {key!r} replayed with a different request")
             if recorded.status is StepStatus.COMMITTED:
-                return recorded.result
+                return recorded.result, True
             if recorded.status is StepStatus.UNKNOWN:
                 raise UnknownEffect(f"step {key!r} has an unknown effect")
             self._open[key] = (kind, digest, reconcile)
             found = await reconcile()
             if found.verdict is Verdict.DONE:
                 await self._finish(key, kind, digest, found.result, reconciled=True)
-                return found.result
+                return found.result, True
             if found.verdict is Verdict.UNKNOWN:
                 await self._mark_unknown(key, "its tool cannot tell whether it ran")
                 raise UnknownEffect(f"step {key!r} has an unknown effect")
@@ -232,7 +257,7 @@ class TurnContext:
         failpoint("after_effect")
         await self._finish(key, kind, digest, result, reconciled=False)
         failpoint("after_step_commit")
-        return result
+        return result, False
 
     async def settle_open_steps(self) -> None:
         """The turn is ending without a retry: no step may stay ``started``.
@@ -273,4 +298,5 @@ class TurnContext:
             result=None,
             events=[(EventKind.EFFECT_UNKNOWN, {"step_key": key, "reason": reason})],
         )
+        record_unknown_effect()
         self._open.pop(key, None)

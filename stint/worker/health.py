@@ -7,6 +7,8 @@ with a small JSON body of the figures it judged:
   the lease by default) and leases were renewed within one lease. A worker that
   fails it has fenced itself (it writes nothing) and is best restarted.
 - ``GET /readyz``: not draining, and the database answered the last renewal.
+- ``GET /metrics``: the worker's Prometheus metrics, when the worker passes an
+  exposition (``STINT_METRICS``, on by default); 404 otherwise.
 
 The worker feeds a :class:`HealthState` (``renewed()``, ``renewal_failed()``,
 ``draining``); :func:`serve_health` runs the server and the loop-lag watcher
@@ -31,14 +33,19 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-__all__ = ["HealthServerError", "HealthState", "probe", "serve_health"]
+__all__ = ["Exposition", "HealthServerError", "HealthState", "probe", "serve_health"]
 
 log = logging.getLogger("stint.worker.health")
 
 _LAG_INTERVAL = 0.25  # seconds between loop-lag samples
 _REQUEST_TIMEOUT = 5.0  # seconds a client may take to send its request head
 _PATHS = ("/livez", "/readyz")
+_METRICS = "/metrics"
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_JSON = "application/json"
+
+Exposition = Callable[[], tuple[bytes, str]]
+"""The metrics page and its content type, rendered at each scrape."""
 
 
 class HealthServerError(Exception):
@@ -65,14 +72,26 @@ class HealthState:
         self.loop_lag = 0.0
         self._clock = clock
         self._last_renewal = clock()
+        self._lost_at: float | None = None
 
     def renewed(self) -> None:
-        """The database answered a registration or lease renewal just now."""
-        self._last_renewal = self._clock()
+        """The database answered a registration or lease renewal just now (after a
+        loss, one line says the connection is back and how long it was gone)."""
+        now = self._clock()
+        self._last_renewal = now
+        if self._lost_at is not None:
+            log.info(
+                "database connection back after %.1fs without it",
+                now - self._lost_at,
+                extra={"outage_s": round(now - self._lost_at, 3)},
+            )
+            self._lost_at = None
         self.db_ok = True
 
     def renewal_failed(self) -> None:
         """A lease renewal failed: the database did not answer (in time)."""
+        if self._lost_at is None:
+            self._lost_at = self._clock()
         self.db_ok = False
 
     def renewal_age(self) -> float:
@@ -94,20 +113,23 @@ class HealthState:
 
 
 @contextlib.asynccontextmanager
-async def serve_health(port: int, state: HealthState) -> AsyncIterator[None]:
-    """Serve ``/livez`` and ``/readyz`` on ``port`` (all interfaces) while the block
-    runs, and sample the event loop's lag into ``state``; port 0 serves nothing."""
+async def serve_health(
+    port: int, state: HealthState, metrics: Exposition | None = None
+) -> AsyncIterator[None]:
+    """Serve ``/livez``, ``/readyz`` (and ``/metrics`` when given) on ``port`` (all
+    interfaces) while the block runs, and sample the event loop's lag into
+    ``state``; port 0 serves nothing."""
     if port == 0:
         yield
         return
     try:
         server = await asyncio.start_server(
-            lambda r, w: _answer(r, w, state), host=None, port=port, reuse_address=True
+            lambda r, w: _answer(r, w, state, metrics), host=None, port=port, reuse_address=True
         )
     except OSError as exc:
         raise HealthServerError(f"cannot serve health on port {port}: {exc.strerror}") from exc
     watcher = asyncio.create_task(_watch_lag(state), name="health-lag")
-    log.info("health endpoints on port %d: /livez /readyz", port)
+    log.info("health endpoints on port %d: /livez /readyz%s", port, " /metrics" if metrics else "")
     try:
         yield
     finally:
@@ -127,7 +149,10 @@ async def _watch_lag(state: HealthState) -> None:
 
 
 async def _answer(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: HealthState
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    state: HealthState,
+    metrics: Exposition | None,
 ) -> None:
     try:
         try:
@@ -136,11 +161,14 @@ async def _answer(
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             return
         method, path = _request_line(head)
-        status, body = _route(method, path, state)
-        payload = json.dumps(body).encode() + b"\n"
+        if path == _METRICS and metrics is not None and method in ("GET", "HEAD"):
+            status, (payload, content_type) = 200, metrics()
+        else:
+            status, body = _route(method, path, state)
+            payload, content_type = json.dumps(body).encode() + b"\n", _JSON
         headers = (
             f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
-            "Content-Type: application/json\r\n"
+            f"Content-Type: {content_type}\r\n"
             f"Content-Length: {len(payload)}\r\n"
             "Cache-Control: no-store\r\n"
             "Connection: close\r\n\r\n"

@@ -19,6 +19,7 @@ from stint.worker.health import HealthState
 from stint.worker.ports import WorkerStore
 from stint.worker.service import Service, Wakeup
 from stint.worker.slots import Slots
+from stint.worker.telemetry import record_lease_lost, record_renewal
 
 __all__ = ["LeaseKeeper"]
 
@@ -72,6 +73,7 @@ class LeaseKeeper(Service):
             lease_seconds=self._lease_seconds,
         )
         self.last_renewal = sent_at
+        record_renewal(ok=True)
         self._health.renewed()
         log.debug("renewed %d of %d leases", len(kept), len(snapshot))
         for held in snapshot:
@@ -82,6 +84,7 @@ class LeaseKeeper(Service):
                     log.warning(
                         "session %s: lease lost, cancelling its slot", held.claim.session_id
                     )
+                    record_lease_lost()
                     held.lose()
                 continue
             control = kept[held.claim.session_id]
@@ -96,5 +99,6 @@ class LeaseKeeper(Service):
             try:
                 await self.run_once()
             except StoreError as exc:
+                record_renewal(ok=False)
                 self._health.renewal_failed()
                 log.warning("lease renewal failed: %s", exc)

@@ -54,14 +54,19 @@ class Listener(Service):
 
     async def run(self) -> None:
         backoff = Backoff()
+        lost = False
         while True:
             try:
                 async with self._subscribe() as subscription:
                     backoff.reset()
+                    if lost:
+                        log.info("listener connected again; catching up on missed work")
+                        lost = False
                     self._claim_wakeup.set()  # catch up on anything missed while disconnected
                     self._renew_wakeup.set()
                     async for channel, payload in subscription.notifications():
                         self.run_once(channel, payload)
             except StoreError as exc:
+                lost = True
                 log.warning("listener lost its connection: %s", exc)
                 await asyncio.sleep(backoff.next_delay())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import uvloop
 
-from stint.config.logs import setup_logging
+from stint.config.logs import bind_process_fields, setup_logging
 from stint.config.options import add_setting, overrides_from
 from stint.config.settings import Settings, SettingsError, load_settings
 from stint.config.target import resolve_store_config, workspace_dir
@@ -24,9 +24,11 @@ from stint.store.listen import Listener
 from stint.store.migrate import check_schema, migrate
 from stint.store.pool import open_pool
 from stint.store.runtime import RuntimeStore
+from stint.store.stats import StatsStore
+from stint.telemetry.tracing import TracingUnavailable
 from stint.worker.failpoints import configure as configure_failpoints
 from stint.worker.harness import HarnessLoadError, load_harness
-from stint.worker.health import HealthServerError, serve_health
+from stint.worker.health import Exposition, HealthServerError, serve_health
 from stint.worker.journal import EffectJournal, private_dir
 from stint.worker.pruner import Pruner, RetentionPlan
 from stint.worker.runner import Limits
@@ -38,7 +40,7 @@ from stint.worker.supervisor import (
     WorkerPlan,
     new_worker_id,
 )
-from stint.worker.telemetry import setup_tracing
+from stint.worker.telemetry import enable_metrics, setup_tracing
 
 __all__ = ["main"]
 
@@ -130,6 +132,7 @@ def _plan(settings: Settings, config: StoreConfig) -> WorkerPlan:
         poll_interval=settings.poll_interval,
         drain_seconds=settings.drain_seconds,
         work_channel=config.work_channel,
+        sample_seconds=settings.sample_seconds,
         limits=Limits(
             turn_timeout=settings.turn_timeout,
             max_turns_per_claim=settings.max_turns_per_claim,
@@ -150,6 +153,7 @@ async def _serve(settings: Settings) -> int:
     private_dir(workspace)
     harness = load_harness(settings.harness, workspace=workspace, settings=settings)
     identity = Identity(settings.worker_id or new_worker_id(), package_version("stint"))
+    bind_process_fields(worker=identity.worker_id)  # on every JSON log line from here on
     channels = [config.work_channel, config.control_channel]
     async with _runtime_store(settings, config) as store:
         supervisor = Supervisor(
@@ -159,12 +163,56 @@ async def _serve(settings: Settings) -> int:
             harness=harness,
             identity=identity,
             chores=_chores(settings, store, EffectJournal(workspace / "journals"), identity),
+            stats=StatsStore(config, store.pool),
         )
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, supervisor.request_stop)
-        async with serve_health(settings.health_port, supervisor.health):
+        exposition = _metrics(settings, supervisor, store, identity.version)
+        async with serve_health(settings.health_port, supervisor.health, exposition):
             return await supervisor.run()
+
+
+def _metrics(
+    settings: Settings, supervisor: Supervisor, store: RuntimeStore, version: str
+) -> Exposition | None:
+    """The worker's /metrics, when it serves a health port and metrics are on;
+    otherwise prometheus_client is never imported."""
+    if not (settings.metrics and settings.health_port):
+        return None
+    from stint.telemetry.metrics import CONTENT_TYPE, QueueFigures, WorkerState, render
+
+    def state() -> WorkerState:
+        stats = store.batcher.stats
+        sampler = supervisor.sampler
+        sample = sampler.latest if sampler is not None else None
+        queue = None
+        if sampler is not None and sample is not None:
+            queue = QueueFigures(
+                age_seconds=sample.age + sampler.sample_age(),
+                ready_sessions=sample.ready_sessions,
+                queued_turns=sample.queued_turns,
+                running_turns=sample.running_turns,
+                parked_turns=sample.parked_turns,
+                oldest_ready_age=sample.oldest_ready_age,
+                live_workers=sample.live_workers,
+                total_slots=sample.total_slots,
+                busy_slots=sample.busy_slots,
+            )
+        slots = supervisor.slots
+        return WorkerState(
+            slots=slots.capacity,
+            busy=slots.capacity - slots.free,
+            batches=stats.batches,
+            statements=stats.statements,
+            rerun_alone=stats.rerun_alone,
+            largest_batch=stats.largest,
+            leader=sampler is not None and sampler.leader,
+            queue=queue,
+        )
+
+    registry = enable_metrics(version=version, state=state).registry
+    return lambda: (render(registry), CONTENT_TYPE)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,8 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.log_level, secrets=settings.secrets())
-    setup_tracing()
+    setup_logging(settings.log_level, secrets=settings.secrets(), fmt=settings.log_format)
+    try:
+        setup_tracing(settings.tracing, service_name="stint-worker")
+    except TracingUnavailable as exc:
+        print(f"worker: {exc}", file=sys.stderr)
+        return 2
     try:
         configure_failpoints(settings.failpoints)
     except ValueError as exc:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stint.config.logs import log_fields
 from stint.store.errors import LeaseLost, StoreError
 from stint.store.models import Claim, ControlRequest, FinishResult, TurnStart
 from stint.store.vocabulary import EventKind, TurnStatus
@@ -27,7 +28,15 @@ from stint.worker.failpoints import failpoint
 from stint.worker.harness import Harness
 from stint.worker.ports import WorkerStore
 from stint.worker.slots import Held
-from stint.worker.telemetry import SPAN_TURN, span
+from stint.worker.telemetry import (
+    SPAN_TURN,
+    record_handed_back,
+    record_lease_lost,
+    record_parked,
+    record_turn_finished,
+    record_turn_started,
+    span,
+)
 
 __all__ = ["Limits", "SessionRunner"]
 
@@ -113,6 +122,7 @@ class SessionRunner:
                 turn = following.turn
         except LeaseLost as exc:  # LeaseExpired too: the worker fenced itself
             held.lost = True
+            record_lease_lost()
             log.warning(
                 "session %s: lease lost, stopping its slot (%s)", held.claim.session_id, exc
             )
@@ -123,19 +133,30 @@ class SessionRunner:
     async def _run_and_finish(
         self, held: Held, turn: TurnStart, nth: int, claimed_at: float
     ) -> FinishResult | None:
-        """Run one turn and record how it ended; None when it parked."""
+        """Run one turn and record how it ended; None when it parked.
+
+        The turn's span continues its producer's trace (the traceparent stored
+        at enqueue), and every log line inside carries its session, turn and epoch.
+        """
         claim = held.claim
         held.turn_id = turn.turn_id
-        with span(
-            SPAN_TURN,
-            session_id=str(claim.session_id),
-            turn_id=str(turn.turn_id),
-            attempt=turn.attempts,
-        ) as current:
+        with (
+            log_fields(session=str(claim.session_id), turn=str(turn.turn_id), epoch=claim.epoch),
+            span(
+                SPAN_TURN,
+                parent=turn.traceparent,
+                session_id=str(claim.session_id),
+                turn_id=str(turn.turn_id),
+                attempt=turn.attempts,
+            ) as current,
+        ):
+            began = time.monotonic()
             outcome = await self._run_turn(held, turn)
             current.set_attribute("status", outcome.status if outcome else TurnStatus.PARKED)
             held.turn_id = None  # from here the finish (or park) write owns the turn
             if outcome is None:
+                record_parked()
+                log.info("turn %s parked on a question", turn.turn_id)
                 return None
             held.releasing = True  # finishing releases the lease when nothing is queued
             stopping = self._stopping()
@@ -152,6 +173,23 @@ class SessionRunner:
                 pins=self._pins,
                 lease_seconds=self._lease_seconds,
             )
+            seconds = time.monotonic() - began
+            record_turn_finished(outcome.status, seconds)
+            log.info(
+                "turn %s %s in %.3fs (attempt %d)",
+                turn.turn_id,
+                outcome.status,
+                seconds,
+                turn.attempts,
+                extra={
+                    "status": str(outcome.status),
+                    "duration_s": round(seconds, 4),
+                    "attempt": turn.attempts,
+                },
+            )
+            following = finished.next
+            if following is not None and following.turn is not None:
+                record_turn_started(following.turn.queue_wait)
             failpoint("after_turn_finish")
             return finished
 
@@ -172,6 +210,9 @@ class SessionRunner:
         steps = {}
         if turn.attempts > 1:
             steps = await self._store.steps_for_turn(claim, turn.turn_id)
+            control = held.control  # a request that came during that read found no harness
+            if control is not None and control.turn_id == turn.turn_id:
+                return _stopped(control)
         ctx = TurnContext(
             store=self._store,
             claim=claim,
@@ -240,7 +281,8 @@ class SessionRunner:
         held.lost = True
         held.releasing = True
         try:
-            await self._store.sessions_release(held.claim, turn_id=held.turn_id, reason="error")
+            if await self._store.sessions_release(held.claim, turn_id=held.turn_id, reason="error"):
+                record_handed_back("error")
         except StoreError as exc:
             log.warning("session %s: left to lease expiry (%s)", held.claim.session_id, exc)
 

@@ -29,8 +29,10 @@ from stint.worker.lease_keeper import LeaseKeeper
 from stint.worker.listener import Listener
 from stint.worker.ports import NotificationSource, WorkerStore
 from stint.worker.runner import Limits, SessionRunner
+from stint.worker.sampler import Sampler, SampleSource
 from stint.worker.service import Service, Wakeup
 from stint.worker.slots import Held, Slots
+from stint.worker.telemetry import record_handed_back
 
 __all__ = ["Identity", "Supervisor", "WorkerPlan", "new_worker_id"]
 
@@ -62,6 +64,7 @@ class WorkerPlan:
     drain_seconds: float
     work_channel: str
     limits: Limits
+    sample_seconds: float = 0.0  # the elected queue sampler's interval; 0: not a candidate
 
 
 FailureHandler = Callable[[str, BaseException], None]
@@ -81,6 +84,7 @@ class Supervisor:
         harness: Harness,
         identity: Identity,
         chores: Sequence[ChoreFactory] = (),
+        stats: SampleSource | None = None,
     ) -> None:
         self.plan = plan
         self.identity = identity
@@ -96,6 +100,8 @@ class Supervisor:
         self._skip_drain = asyncio.Event()
         self.health = HealthState(lease_seconds=plan.lease_seconds)
         self.lease_keeper: LeaseKeeper | None = None
+        self._stats = stats
+        self.sampler: Sampler | None = None
 
     @property
     def id(self) -> str:
@@ -165,17 +171,28 @@ class Supervisor:
             renew_wakeup=self._renew_wakeup,
             on_failure=self._service_failed,
         )
-        services = [
+        services: list[Service] = [
             claimer,
             keeper,
             listener,
             *(make(self._service_failed) for make in self._chores),
         ]
+        if self._stats is not None and plan.sample_seconds > 0:
+            self.sampler = Sampler(
+                store=self._stats,
+                holder=me.worker_id,
+                interval=plan.sample_seconds,
+                on_failure=self._service_failed,
+            )
+            services.append(self.sampler)
         for service in services:
             service.start()
         try:
             await self._stop.wait()
             await claimer.stop()  # no new claims
+            if self.sampler is not None:  # a draining worker samples no more
+                await self.sampler.stop()
+                await self.sampler.resign()
             await self._drain()
         finally:
             for service in services:
@@ -252,6 +269,8 @@ class Supervisor:
                 held.claim, turn_id=held.turn_id, reason="drain"
             )
             log.info("session %s handed back (turn requeued: %s)", sid, requeued)
+            if requeued:
+                record_handed_back("drain")
         except LeaseLost:
             pass
         except StoreError as exc:

@@ -134,6 +134,8 @@ async def test_cut_off_from_postgres_not_ready_then_not_live_then_healed(
     await wait_until(_answers(port, "/readyz", 200, database_ok=True), what="ready again")
     worker.signal(signal.SIGTERM)
     assert await _stopped(worker) == 0
+    # One line says the database came back, and after how long without it.
+    assert worker.log_text().count("database connection back after") == 1
 
 
 async def test_a_taken_health_port_stops_the_worker_with_a_clear_message(

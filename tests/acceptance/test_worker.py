@@ -250,7 +250,7 @@ async def test_console_tracing_shows_turn_spans_without_secrets(
     cluster: Cluster, db: ScratchTarget, pool: Pool
 ) -> None:
     client = ClientStore(db.config, pool)
-    cluster.env["OTEL_TRACES_EXPORTER"] = "console"
+    cluster.env["STINT_TRACING"] = "console"
     traced = cluster.start_worker(slots=1)
     await _enqueue(client, 1, {"min_wait_ms": 0})
     await wait_until(lambda: _all_finished(pool, 1), what="turn finished")

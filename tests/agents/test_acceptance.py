@@ -94,7 +94,7 @@ def _calls(fake: FakeProvider, user: str) -> list[int]:
 
 async def test_a_three_turn_conversation_with_two_tools(cluster: Cluster, pool: Pool) -> None:
     fake = FakeProvider(token_delay_ms=5)
-    cluster.env["OTEL_TRACES_EXPORTER"] = "console"
+    cluster.env["STINT_TRACING"] = "console"
     with fake.running():
         worker = _agent_worker(cluster, fake)
         first = _enqueue(cluster, "What is 19 + 23?")

@@ -40,6 +40,8 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "steps",
         "api_keys",
         "maintenance",
+        "leaders",
+        "stats_samples",
     }
 
 

@@ -15,7 +15,17 @@ import grimp
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 # Top to bottom: each package may import only packages below it.
-PACKAGES = ["loadtest", "ops", "agents", "api", "worker", "config", "postgres", "store"]
+PACKAGES = [
+    "loadtest",
+    "ops",
+    "agents",
+    "api",
+    "worker",
+    "telemetry",
+    "config",
+    "postgres",
+    "store",
+]
 
 
 def _edges() -> list[tuple[str, str]]:

@@ -320,3 +320,33 @@ async def test_a_dead_service_stops_the_worker_loudly() -> None:
 def test_control_actions_name_their_terminal_status(action: ControlAction) -> None:
     assert action.turn_status.terminal
     assert action.event_kind.value == f"turn.{action.turn_status.value}"
+
+
+class _SlowStepReads(FakeWorkerStore):
+    """Holds a retried turn's read of its steps until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def steps_for_turn(self, claim: Any, turn_id: UUID) -> Any:
+        self.reading.set()
+        await self.release.wait()
+        return await super().steps_for_turn(claim, turn_id)
+
+
+async def test_a_cancel_that_comes_while_a_retry_reads_its_steps_is_not_lost() -> None:
+    store = _SlowStepReads()
+    sid = store.add_session({"gate": "never"})
+    store.turn(sid, 0).attempts = 1  # the next start is a retry, which reads its steps
+    rig = Rig(store)
+    await rig.claimer.run_once()
+    await store.reading.wait()
+    store.request(sid, ControlAction.CANCEL)
+    await rig.keeper.run_once()  # the request reaches the slot before its harness runs
+    store.release.set()
+    async with asyncio.timeout(10):  # a bound for the failure, not a wait for success
+        await rig.settle(sid)
+    assert store.turn(sid, 0).status is TurnStatus.CANCELLED
+    assert not rig.harness.entered["never"].is_set()

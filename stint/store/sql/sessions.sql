@@ -57,7 +57,9 @@ updated_at       = now()
 stamp AS MATERIALIZED (SELECT clock_timestamp() AS at)
 
 -- name: start_turns
--- Fragment: start the turns of starting (id, epoch) at stamp.at.
+-- Fragment: start the turns of starting (id, epoch) at stamp.at. A first
+-- attempt also returns how long it waited since enqueue (for the metrics), and
+-- every attempt its producer's trace context.
 started AS (
     UPDATE turns t
     SET status           = 'running',
@@ -67,7 +69,10 @@ started AS (
         worker_id        = %(owner)s
     FROM starting, stamp
     WHERE t.id = starting.id
-    RETURNING t.id, t.session_id, t.seq, t.input, t.attempts, t.timeout_seconds, starting.epoch
+    RETURNING t.id, t.session_id, t.seq, t.input, t.attempts, t.timeout_seconds, starting.epoch,
+              t.traceparent,
+              CASE WHEN t.attempts = 1
+                   THEN extract(epoch FROM stamp.at - t.enqueued_at)::float8 END AS queue_wait
 )
 
 -- name: turns_claim
@@ -88,7 +93,8 @@ log_new AS (
     RETURNING sessions.id, sessions.last_event_seq, sessions.lease_epoch
 ), /*include:log_append*/
 SELECT log_bump.id AS session_id, log_bump.lease_epoch AS epoch, started.id AS turn_id,
-       started.seq, started.input, started.attempts, started.timeout_seconds
+       started.seq, started.input, started.attempts, started.timeout_seconds,
+       started.traceparent, started.queue_wait
 FROM log_bump
 LEFT JOIN started ON started.session_id = log_bump.id
 

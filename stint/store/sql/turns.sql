@@ -6,8 +6,9 @@ WHERE session_id = %(session_id)s AND idempotency_key = %(idempotency_key)s
 -- name: turns_insert
 -- Runs after sessions_lock_for_enqueue in the same transaction.
 WITH added AS (
-    INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds)
-    VALUES (%(session_id)s, %(seq)s, %(idempotency_key)s, %(input)s, %(timeout_seconds)s)
+    INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds, traceparent)
+    VALUES (%(session_id)s, %(seq)s, %(idempotency_key)s, %(input)s, %(timeout_seconds)s,
+            %(traceparent)s)
     RETURNING id, seq
 ), counted AS (
     UPDATE sessions
@@ -99,7 +100,8 @@ SELECT bump_finished.queued_turns, bump_finished.still_held,
        coalesce(bump_claimed.id, started.session_id) AS next_session_id,
        coalesce(bump_claimed.lease_epoch, started.epoch) AS next_epoch,
        started.id AS next_turn_id, started.seq AS next_seq, started.input AS next_input,
-       started.attempts AS next_attempts, started.timeout_seconds AS next_timeout_seconds
+       started.attempts AS next_attempts, started.timeout_seconds AS next_timeout_seconds,
+       started.traceparent AS next_traceparent, started.queue_wait AS next_queue_wait
 FROM bump_finished
 LEFT JOIN bump_claimed ON true
 LEFT JOIN started ON true

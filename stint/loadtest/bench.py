@@ -253,7 +253,12 @@ borrows that waited for a free connection and "pool wait" the time spent so, per
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stint.loadtest.bench", description=__doc__)
-    parser.add_argument("--turns", type=int, default=2000, help="turns per configuration (2000)")
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=10_000,
+        help="turns per configuration (10000: long enough that the start-up ramp is a small part)",
+    )
     parser.add_argument("--configs", default="1x32,2x4", help="workers x slots list (1x32,2x4)")
     parser.add_argument("--no-write", action="store_true", help="print only, write no files")
     args = parser.parse_args(argv)

@@ -18,7 +18,7 @@ q.tokens_in_flight, q.deferrals,
         OR r.settled_at > now() - make_interval(secs => q.window_seconds))) AS window_tokens
 
 -- name: quota_set
--- Create a scope or change its limits. A limit whose %(set_*)s flag is false
+-- Create a scope or change its limits. A limit whose set_ flag is false
 -- keeps its current value (NULL for a new scope: unlimited); the counters
 -- are never touched.
 INSERT INTO quota_scopes AS q (scope, rpm, tpm, concurrency, window_seconds)

@@ -17,7 +17,7 @@ from uuid import UUID
 from stint.store.config import StoreConfig
 from stint.store.errors import QuotaScopeUnknown
 from stint.store.fetch import fetch_all, fetch_one, fetch_optional
-from stint.store.models import Claim
+from stint.store.models import Claim, QuotaScope
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 
@@ -34,37 +34,6 @@ class QuotaLimits:
     concurrency: int | None = None
     window_seconds: float | None = None
     clear: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class QuotaScope:
-    """A scope's limits, exact counters, and what fills its window now.
-
-    The books always balance (a CHECK on the row):
-    ``tokens_reserved = tokens_reconciled + tokens_refunded - tokens_debt
-    + tokens_unknown + tokens_in_flight``, and likewise for requests without
-    refund and debt. At rest (nothing in flight) that is the issue's
-    reserved = reconciled + refunded - debt + unknown.
-    """
-
-    scope: str
-    rpm: int | None
-    tpm: int | None
-    concurrency: int | None
-    window_seconds: float
-    requests_reserved: int
-    requests_reconciled: int
-    requests_unknown: int
-    requests_in_flight: int
-    tokens_reserved: int
-    tokens_reconciled: int
-    tokens_refunded: int
-    tokens_debt: int
-    tokens_unknown: int
-    tokens_in_flight: int
-    deferrals: int
-    window_requests: int
-    window_tokens: int
 
 
 @dataclass(frozen=True)

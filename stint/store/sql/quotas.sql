@@ -15,7 +15,8 @@ q.tokens_in_flight, q.deferrals,
  FROM quota_reservations r
  WHERE r.scope = q.scope
    AND (r.state = 'reserved'
-        OR r.settled_at > now() - make_interval(secs => q.window_seconds))) AS window_tokens
+        OR r.settled_at > now() - make_interval(secs => q.window_seconds)))::bigint
+    AS window_tokens
 
 -- name: quota_set
 -- Create a scope or change its limits. A limit whose set_ flag is false

@@ -160,6 +160,7 @@ class ChatProvider:
                         "usage": answer.usage,
                         "retries": attempt - 1,
                         "model": answer.model,
+                        "quota_wait_s": None if quota is None else round(quota.waited, 3),
                     }
                 if attempt >= self._policy.max_attempts:
                     raise ProviderUnavailable(

@@ -88,6 +88,8 @@ class QuotaGate:
         self._config = config
         self._step_key = step_key
         self._estimate = estimate
+        self.waited = 0.0
+        """Seconds this model call has waited for quota in its slot, all tries together."""
 
     @property
     def scope(self) -> str:
@@ -98,9 +100,9 @@ class QuotaGate:
 
     async def reserve(self, attempt: int) -> None:
         """Hold one request of the scope for this try; wait in place while the
-        wait fits the budget, else raise ``Deferred`` (the slot is given up)."""
+        wait fits what is left of the call's in-place budget, else raise
+        ``Deferred`` (the slot is given up)."""
         scope = self._config.scope
-        waited = 0.0
         while True:
             grant = await self._ctx.quota_reserve(scope, self._key(attempt), self._estimate)
             if grant.granted:
@@ -110,17 +112,17 @@ class QuotaGate:
                     f"a model request estimated at {self._estimate} tokens can never fit "
                     f"quota scope {scope!r}: raise its --tpm or lower the request's size"
                 )
-            budget = self._config.wait_in_place - waited
+            budget = self._config.wait_in_place - self.waited
             wait = grant.wait_seconds
             if wait is None and budget > 0:
                 wait = min(_BUSY_RETRY_SECONDS, budget)
             if wait is None or wait > budget:
                 later = _BUSY_DEFER_SECONDS if wait is None else wait
                 record_quota_wait(scope, later)
-                raise Deferred(scope, later)
+                raise Deferred(scope, later, waited=self.waited)
             record_quota_wait(scope, wait)
             await asyncio.sleep(wait)
-            waited += wait
+            self.waited += wait
 
     async def settle(self, attempt: int, tokens: int | None) -> None:
         """The try ended: it cost ``tokens`` (None: not known)."""

@@ -365,11 +365,18 @@ class RuntimeStore:
         return ControlRequest(result.control, turn_id, result.control_reason)
 
     async def turns_defer(
-        self, claim: Claim, *, turn_id: UUID, scope: str, wait_seconds: float
+        self,
+        claim: Claim,
+        *,
+        turn_id: UUID,
+        scope: str,
+        wait_seconds: float,
+        waited_seconds: float = 0.0,
     ) -> ControlRequest | None:
         """Hand the turn back to the queue until ``wait_seconds`` from now, when
         quota of ``scope`` frees: the lease is released, the slot is free, and
-        no worker claims the session before then. Returns the cancel or
+        no worker claims the session before then; the event records the
+        ``waited_seconds`` the call spent waiting in its slot first. Returns the cancel or
         interrupt already requested for this turn instead, having changed
         nothing: the caller ends the turn as asked."""
         result = await self._fenced(
@@ -380,6 +387,7 @@ class RuntimeStore:
             ParkResult,
             scope=scope,
             wait_seconds=wait_seconds,
+            waited_seconds=waited_seconds,
         )
         if result.parked:
             return None

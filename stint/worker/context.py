@@ -71,10 +71,12 @@ class Deferred(BaseException):
     A BaseException, so a harness's ``except Exception`` cannot swallow it.
     """
 
-    def __init__(self, scope: str, wait_seconds: float) -> None:
+    def __init__(self, scope: str, wait_seconds: float, *, waited: float = 0.0) -> None:
         super().__init__(f"quota scope {scope!r}: capacity in {wait_seconds:.3f}s")
         self.scope = scope
         self.wait_seconds = wait_seconds
+        self.waited = waited
+        """Seconds the call had already waited in its slot before giving it up."""
 
 
 class LeaseExpired(LeaseLost):

@@ -108,7 +108,13 @@ class WorkerStore(Protocol):
     ) -> ControlRequest | None: ...
 
     async def turns_defer(
-        self, claim: Claim, *, turn_id: UUID, scope: str, wait_seconds: float
+        self,
+        claim: Claim,
+        *,
+        turn_id: UUID,
+        scope: str,
+        wait_seconds: float,
+        waited_seconds: float = 0.0,
     ) -> ControlRequest | None: ...
 
     async def sessions_release(

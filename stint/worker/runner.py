@@ -262,6 +262,7 @@ class SessionRunner:
                 turn_id=turn.turn_id,
                 scope=deferred.scope,
                 wait_seconds=deferred.wait_seconds,
+                waited_seconds=deferred.waited,
             )
             if requested is None:
                 record_handed_back("quota")

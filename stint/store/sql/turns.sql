@@ -157,7 +157,8 @@ WHERE EXISTS (SELECT FROM log_bump) OR held.control_turn_id = %(turn_id)s
 -- its committed steps kept; the session is released as ready with ready_at
 -- at the not-before time, so no claim takes it before then (the claim reads
 -- ready_at <= now()), and oldest-ready order puts it first in line after;
--- a turn.deferred event carries the scope and the not-before time. A cancel
+-- a turn.deferred event carries the scope, the not-before time and how long
+-- the call had already waited in its slot (waited_s). A cancel
 -- or interrupt already requested for this turn wins, as in turns_park.
 WITH held AS (
     SELECT id, control, control_turn_id, control_reason
@@ -177,7 +178,8 @@ WITH held AS (
     SELECT %(session_id)s::uuid AS session_id, requeued.id AS turn_id,
            'turn.deferred'::text AS kind,
            jsonb_build_object('scope', %(scope)s::text, 'not_before', stamp.not_before,
-                              'wait_s', %(wait_seconds)s::float8, 'worker', %(owner)s::text)
+                              'wait_s', %(wait_seconds)s::float8,
+                              'waited_s', %(waited_seconds)s::float8, 'worker', %(owner)s::text)
                AS payload,
            %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
     FROM requeued, stamp

@@ -13,7 +13,7 @@ imports it (see ``stint.worker.telemetry.enable_metrics``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -21,6 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from stint.store.models import QuotaScope
 from stint.telemetry import names
 
 __all__ = [
@@ -65,6 +66,7 @@ class QueueFigures:
     live_workers: int
     total_slots: int
     busy_slots: int
+    quotas: Sequence[QuotaScope] = ()
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,50 @@ class _StateCollector(Collector):
         yield _gauge(names.FLEET_WORKERS, "Live workers", queue.live_workers)
         yield _gauge(names.FLEET_SLOTS, "Slots of live workers", queue.total_slots)
         yield _gauge(names.FLEET_SLOTS_BUSY, "Sessions held by a worker", queue.busy_slots)
+        if queue.quotas:
+            yield from _quota_families(queue.quotas)
+
+
+def _quota_families(scopes: Sequence[QuotaScope]) -> Iterator[Metric]:
+    """Each scope's books as the database keeps them (exact, fleet-wide)."""
+    requests = CounterMetricFamily(
+        names.QUOTA_REQUESTS,
+        "Provider requests by how they were settled",
+        labels=["scope", "state"],
+    )
+    tokens = CounterMetricFamily(
+        names.QUOTA_TOKENS, "Quota tokens by how they were settled", labels=["scope", "state"]
+    )
+    in_flight = GaugeMetricFamily(
+        names.QUOTA_IN_FLIGHT, "Reserved, not yet settled", labels=["scope", "unit"]
+    )
+    window = GaugeMetricFamily(
+        names.QUOTA_WINDOW, "Counted in the scope's window now", labels=["scope", "unit"]
+    )
+    deferrals = CounterMetricFamily(
+        names.QUOTA_DEFERRALS, "Turns handed back to wait for quota", labels=["scope"]
+    )
+    for q in scopes:
+        for state, value in (
+            ("reserved", q.requests_reserved),
+            ("reconciled", q.requests_reconciled),
+            ("unknown", q.requests_unknown),
+        ):
+            requests.add_metric([q.scope, state], value)
+        for state, value in (
+            ("reserved", q.tokens_reserved),
+            ("reconciled", q.tokens_reconciled),
+            ("refunded", q.tokens_refunded),
+            ("debt", q.tokens_debt),
+            ("unknown", q.tokens_unknown),
+        ):
+            tokens.add_metric([q.scope, state], value)
+        in_flight.add_metric([q.scope, "requests"], q.requests_in_flight)
+        in_flight.add_metric([q.scope, "tokens"], q.tokens_in_flight)
+        window.add_metric([q.scope, "requests"], q.window_requests)
+        window.add_metric([q.scope, "tokens"], q.window_tokens)
+        deferrals.add_metric([q.scope], q.deferrals)
+    yield from (requests, tokens, in_flight, window, deferrals)
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

@@ -198,6 +198,7 @@ def _metrics(
                 live_workers=sample.live_workers,
                 total_slots=sample.total_slots,
                 busy_slots=sample.busy_slots,
+                quotas=tuple(sampler.quotas),
             )
         slots = supervisor.slots
         return WorkerState(

@@ -30,6 +30,7 @@ from stint.store.models import QuotaScope
 from stint.store.pool import Pool
 from stint.store.quotas import QuotaLimits, QuotaStore
 from tests.polling import wait_until
+from tests.scrape import Samples, free_port, scrape, value
 from tests.workers import Cluster, fetch
 
 pytestmark = pytest.mark.acceptance
@@ -75,6 +76,7 @@ async def test_two_scopes_stay_within_their_windows_and_the_books_balance(
     with fake.running():
         fake.drop_mid_stream(3, after_chunks=1)  # usage never known: counted unknown
         fake.rate_limit(2, retry_after_ms=10)  # refused: the request counts, no tokens
+        ports = [free_port() for _ in range(4)]
         workers = [
             cluster.start_worker(
                 slots=8,
@@ -89,8 +91,10 @@ async def test_two_scopes_stay_within_their_windows_and_the_books_balance(
                 # Four busy workers on a small machine: a lease long enough that
                 # none is lost to a slow renewal (a lost lease would make a retry).
                 lease_seconds=15,
+                health_port=port,
+                sample_seconds=0.2,
             )
-            for scope, key in [*SCOPES.items(), *SCOPES.items()]
+            for port, (scope, key) in zip(ports, [*SCOPES.items(), *SCOPES.items()], strict=True)
         ]
         client = ClientStore(db.config, pool)
         for n in range(TURNS):
@@ -101,6 +105,10 @@ async def test_two_scopes_stay_within_their_windows_and_the_books_balance(
                 queue_limit=4,
             )
         await wait_until(lambda: _finished(pool), what=f"{TURNS} turns succeeded", within=240)
+        books = await _scopes(quotas)
+        page = await wait_until(
+            lambda: _sampled(ports, books), what="the elected sampler exports the quota books"
+        )
         for worker in workers:
             worker.signal(signal.SIGTERM)
         assert [w.wait() for w in workers] == [0] * 4
@@ -129,6 +137,11 @@ async def test_two_scopes_stay_within_their_windows_and_the_books_balance(
         assert s.tokens_reconciled == sum(r.tokens for r in requests if r.outcome == "ok")
         assert s.tokens_debt == 0  # the estimate bounds the fake's count
     assert sum(s.requests_unknown for s in scopes.values()) == 3
+    for scope, s in scopes.items():  # /metrics says what the database says
+        assert value(page, "stint_quota_tokens_total", scope=scope, state="refunded") == (
+            s.tokens_refunded
+        )
+        assert value(page, "stint_quota_deferrals_total", scope=scope) == s.deferrals
     assert len(log) == sum(len(r) for r in seen.values())
 
     # Waiting: turns were handed back (the slot freed) and some calls waited in
@@ -144,6 +157,21 @@ async def test_two_scopes_stay_within_their_windows_and_the_books_balance(
     faults = Counter(UUID(str(sid)) for sid in await _deferred_sessions(pool))
     report = await run_checks(pool, journals=cluster.workspace / "journals", faults=faults)
     assert report.passed, report.as_json()
+
+
+async def _sampled(ports: list[int], books: dict[str, QuotaScope]) -> Samples | None:
+    """The elected sampler's page once it shows the books as they are now."""
+    for port in ports:
+        page = await scrape(f"http://127.0.0.1:{port}/metrics")
+        if page is None or value(page, "stint_sampler_leader") != 1:
+            continue
+        if all(
+            value(page, "stint_quota_requests_total", scope=name, state="reserved")
+            == s.requests_reserved
+            for name, s in books.items()
+        ):
+            return page
+    return None
 
 
 async def _payloads(pool: Pool, kind: str) -> list[dict[str, Any]]:

@@ -136,6 +136,17 @@ class FakeProvider:
         with self._lock:
             return list(self._log)
 
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Per API key: requests by outcome (ok, dropped, status) and the tokens it
+        reported (the log's summary, cheap to fetch after a long run)."""
+        found: dict[str, dict[str, int]] = {}
+        for record in self.requests():
+            tally = found.setdefault(record.api_key, {"ok": 0, "dropped": 0, "status": 0})
+            outcome = record.outcome.split(":")[0]
+            tally[outcome] += 1
+            tally["tokens"] = tally.get("tokens", 0) + (record.tokens if outcome == "ok" else 0)
+        return found
+
     def _queue(self, times: int, fault: Fault) -> None:
         with self._lock:
             self._faults.extend([fault] * times)
@@ -213,6 +224,9 @@ class FakeProvider:
             name, _, value = raw.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
         body = await reader.readexactly(int(headers.get("content-length", "0")))
+        if method == "GET" and path.rstrip("/").endswith("/_fake/counts"):
+            await _send_json(writer, 200, self.counts())
+            return True
         if method == "GET" and path.rstrip("/").endswith("/_fake/requests"):
             log = [asdict(r) for r in self.requests()]
             await _send_json(writer, 200, log)

@@ -3,17 +3,22 @@
 A scope's limits and counters are one row; its ledger is one row per provider
 request. Reserving and settling are one statement each, under the scope row's
 lock, so the workers of a deployment share one window per scope without
-talking to each other (the SQL is in ``sql/quotas.sql``). Statements run on
-their own pooled connection, not in the slots' batches: a reservation waits
-for the scope lock, and must not hold a batch of other sessions' writes while
-it does.
+talking to each other (the SQL is in ``sql/quotas.sql``).
+
+In a worker, reserving and settling go through the slots' group commit (the
+``StatementBatcher``), ordered after the batch's session writes: the scope
+row is locked last and held only until that batch commits, one batch can
+carry the reservations of many slots, and a slot waiting for the scope's lock
+never takes the pooled connection lease renewals keep free.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeVar
 from uuid import UUID
 
+from stint.store.batch import StatementBatcher
 from stint.store.config import StoreConfig
 from stint.store.errors import QuotaScopeUnknown
 from stint.store.fetch import fetch_all, fetch_one, fetch_optional
@@ -21,7 +26,9 @@ from stint.store.models import Claim, QuotaScope
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 
-__all__ = ["Grant", "QuotaLimits", "QuotaScope", "QuotaStore"]
+__all__ = ["Grant", "QuotaLimits", "QuotaStore"]
+
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True)
@@ -62,11 +69,22 @@ class _Settled:
 
 
 class QuotaStore:
-    """Data access for quota scopes and reservations."""
+    """Data access for quota scopes and reservations; with a ``batcher`` (a
+    worker's), reservations and settlements ride its batches."""
 
-    def __init__(self, config: StoreConfig, pool: Pool) -> None:
+    def __init__(
+        self, config: StoreConfig, pool: Pool, *, batcher: StatementBatcher | None = None
+    ) -> None:
         self._config = config
         self._pool = pool
+        self._batcher = batcher
+
+    async def _run(self, name: str, row: type[_R], scope: str, params: dict[str, Any]) -> _R | None:
+        if self._batcher is not None:
+            # After every session row's statements: see the module doc.
+            return await self._batcher.fetch_optional(name, row, params, lock_order=f"~{scope}")
+        async with guarded(name, self._config), self._pool.connection() as conn:
+            return await fetch_optional(conn, row, name, **params)
 
     async def quota_set(self, scope: str, limits: QuotaLimits) -> bool:
         """Create ``scope`` or change its limits; True when it was created."""
@@ -106,8 +124,7 @@ class QuotaStore:
             "epoch": claim.epoch,
             "estimate": estimate,
         }
-        async with guarded("quota_reserve", self._config), self._pool.connection() as conn:
-            grant = await fetch_optional(conn, Grant, "quota_reserve", **params)
+        grant = await self._run("quota_reserve", Grant, scope, params)
         if grant is None:
             raise QuotaScopeUnknown(scope=scope)
         return grant
@@ -117,5 +134,5 @@ class QuotaStore:
         reported, or mark it unknown (``actual`` None); False when it was already
         settled (or found orphaned by a reservation)."""
         params = {"scope": scope, "key": key, "actual": actual}
-        async with guarded("quota_settle", self._config), self._pool.connection() as conn:
-            return (await fetch_one(conn, _Settled, "quota_settle", **params)).settled > 0
+        settled = await self._run("quota_settle", _Settled, scope, params)
+        return settled is not None and settled.settled > 0

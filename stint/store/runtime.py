@@ -134,7 +134,7 @@ class RuntimeStore:
         """Conversation memory, on the same pool (a turn's reads and fenced writes)."""
         self.retention = RetentionStore(config, pool)
         """Pruning, for the worker's scheduled retention runs."""
-        self.quotas = QuotaStore(config, pool)
+        self.quotas = QuotaStore(config, pool, batcher=self._batcher)
         """Provider quota reservations, for harnesses that call a provider."""
 
     @property

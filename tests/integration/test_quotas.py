@@ -12,9 +12,9 @@ import pytest
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.errors import QuotaScopeUnknown
-from stint.store.models import Claim, TurnStart
+from stint.store.models import Claim, QuotaScope, TurnStart
 from stint.store.pool import Pool
-from stint.store.quotas import QuotaLimits, QuotaScope, QuotaStore
+from stint.store.quotas import QuotaLimits, QuotaStore
 from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import EventKind, TurnStatus
 from tests.integration.claims import claim_one

@@ -4,7 +4,8 @@ A runner lives in one slot. It starts the session's next turn, hands the
 harness a durable context, records the outcome with the turn's terminal event,
 and goes on while turns are queued, up to the fairness limits. A turn ends as
 ``succeeded`` or ``failed``; ``interrupted`` past its time limit or on request;
-``cancelled`` on request; or it parks on a question and frees the slot. Losing
+``cancelled`` on request; or it parks on a question, or is handed back to
+wait for provider quota (a not-before time), and frees the slot. Losing
 the lease ends the runner without another write; cancellation for a drain or a
 lost lease leaves the hand-back to the worker.
 """

@@ -109,7 +109,8 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 -- name: queue_age
 -- The oldest ready session's wait, and how many are ready, now.
 SELECT count(*) AS ready,
-       extract(epoch FROM now() - min(ready_at))::float8 AS oldest_ready_age
+       extract(epoch FROM now() - min(ready_at) FILTER (WHERE ready_at <= now()))::float8
+           AS oldest_ready_age
 FROM sessions
 WHERE status = 'ready'
 

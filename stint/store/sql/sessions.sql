@@ -195,7 +195,8 @@ GROUP BY status
 ORDER BY status
 
 -- name: sessions_queue_summary
-SELECT extract(epoch FROM now() - min(ready_at) FILTER (WHERE status = 'ready'))::float8
+SELECT extract(epoch FROM now() - min(ready_at) FILTER (WHERE status = 'ready'
+                                                       AND ready_at <= now()))::float8
            AS oldest_ready_age
 FROM sessions
 WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s

@@ -66,6 +66,7 @@ async def test_quota_soak_keeps_exact_books_under_binding_limits(
             ),
             "backend": backends.describe(),
             "environment": environment(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
             "checks": report.as_json(),
             "checks_summary": "all passed" if not failed else f"FAILED: {', '.join(failed)}",
         }

@@ -23,6 +23,27 @@ def _waits(name: str, spread: dict[str, Any]) -> str:
     )
 
 
+def _machine(env: dict[str, Any], load: list[float] | None) -> str:
+    text = (
+        f"{env['cpus']} CPUs, {env['memory_gib']} GiB, {env['os']}, Python {env['python']}, "
+        f"stint {env['stint']}"
+    )
+    if load is None:
+        return f"{text}; load average not measured"
+    return f"{text}; load average at the end {', '.join(f'{x:.1f}' for x in load)} (1, 5, 15 min)"
+
+
+def _scale_note(plan: dict[str, Any]) -> list[str]:
+    if plan["turns"] == 100_000:
+        return []
+    return [
+        "",
+        f"This run queued {plan['turns']:,} turns (`STINT_QUOTA_TURNS`), not the scenario's "
+        f"100,000: the run is bound by the quotas ({plan['scopes']} scopes of {plan['rpm']} "
+        f"requests per {plan['window_seconds']:g} s), so 100,000 turns take over an hour here.",
+    ]
+
+
 def render_quotas(figures: dict[str, Any]) -> str:
     plan = figures["plan"]
     rss = figures["worker_rss_mib"]
@@ -41,10 +62,14 @@ def render_quotas(figures: dict[str, Any]) -> str:
         f"{plan['scopes']} quota scopes, each allowing {plan['rpm']:,} requests and "
         f"{plan['tpm']:,} tokens per {plan['window_seconds']:g} s window, waiting in place "
         f"at most {plan['wait_in_place']:g} s (`STINT_QUOTA_WAIT_IN_PLACE`). PostgreSQL: "
-        f"{figures['backend']}. Machine: {figures['environment']}.",
+        f"{figures['backend']}. Machine: "
+        f"{_machine(figures['environment'], figures.get('load_average'))}.",
+        *_scale_note(plan),
         "",
         f"- **{figures['items_per_second']} items/s** ({plan['turns']:,} turns in "
-        f"{figures['seconds']} s, from the workers' start to the last turn finished).",
+        f"{figures['seconds']} s, from the workers' start to the last turn finished; at most "
+        f"{plan['scopes'] * plan['rpm'] / plan['window_seconds']:g}/s could pass the quotas, "
+        "less as a request fills its window until a window after its answer).",
         f"- Books exact: **{figures['books_exact']}** (at rest every scope's reserved = "
         "reconciled + refunded - debt + unknown, nothing in flight, and its requests and "
         "reconciled tokens equal the provider's own count for its API key).",

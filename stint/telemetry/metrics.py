@@ -70,6 +70,18 @@ class QueueFigures:
 
 
 @dataclass(frozen=True)
+class PoolFigures:
+    """The worker pool's counters at scrape time (psycopg_pool's ``get_stats``)."""
+
+    connections: int
+    idle: int
+    waiting: int
+    requests: int
+    queued: int
+    wait_seconds: float
+
+
+@dataclass(frozen=True)
 class WorkerState:
     """A worker's state at scrape time."""
 
@@ -80,6 +92,7 @@ class WorkerState:
     rerun_alone: int
     largest_batch: int
     leader: bool
+    pool: PoolFigures
     queue: QueueFigures | None
 
 
@@ -102,6 +115,7 @@ class _StateCollector(Collector):
             state.rerun_alone,
         )
         yield _gauge(names.BATCH_LARGEST, "Largest batch so far", state.largest_batch)
+        yield from _pool_metrics(state.pool)
         yield _gauge(
             names.SAMPLER_LEADER, "1 on the worker elected to sample the queue", int(state.leader)
         )
@@ -168,6 +182,19 @@ def _quota_families(scopes: Sequence[QuotaScope]) -> Iterator[Metric]:
         window.add_metric([q.scope, "tokens"], q.window_tokens)
         deferrals.add_metric([q.scope], q.deferrals)
     yield from (requests, tokens, in_flight, window, deferrals)
+
+
+def _pool_metrics(pool: PoolFigures) -> Iterator[Metric]:
+    yield _gauge(names.POOL_CONNECTIONS, "Connections the worker's pool holds", pool.connections)
+    yield _gauge(names.POOL_IDLE, "Pool connections idle now", pool.idle)
+    yield _gauge(names.POOL_REQUESTS_WAITING, "Statements waiting for a connection", pool.waiting)
+    yield _counter(names.POOL_REQUESTS, "Connections borrowed from the pool", pool.requests)
+    yield _counter(
+        names.POOL_REQUESTS_QUEUED, "Borrows that waited for a free connection", pool.queued
+    )
+    yield _counter(
+        names.POOL_WAIT_SECONDS, "Seconds spent waiting for a pool connection", pool.wait_seconds
+    )
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

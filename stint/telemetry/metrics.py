@@ -13,7 +13,7 @@ imports it (see ``stint.worker.telemetry.enable_metrics``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -21,7 +21,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-from stint.store.models import QuotaScope
 from stint.telemetry import names
 
 __all__ = [
@@ -54,6 +53,19 @@ def render(registry: CollectorRegistry) -> bytes:
 
 
 @dataclass(frozen=True)
+class QuotaBooks:
+    """One provider quota scope's books, as the elected sampler read them:
+    ``requests`` and ``tokens`` by state, ``in_flight`` and ``window`` by unit."""
+
+    scope: str
+    requests: Mapping[str, int]
+    tokens: Mapping[str, int]
+    in_flight: Mapping[str, int]
+    window: Mapping[str, int]
+    deferrals: int
+
+
+@dataclass(frozen=True)
 class QueueFigures:
     """The elected sampler's latest reading of the queue and the fleet."""
 
@@ -66,7 +78,7 @@ class QueueFigures:
     live_workers: int
     total_slots: int
     busy_slots: int
-    quotas: Sequence[QuotaScope] = ()
+    quotas: Sequence[QuotaBooks] = ()
 
 
 @dataclass(frozen=True)
@@ -142,15 +154,13 @@ class _StateCollector(Collector):
             yield from _quota_families(queue.quotas)
 
 
-def _quota_families(scopes: Sequence[QuotaScope]) -> Iterator[Metric]:
+def _quota_families(books: Sequence[QuotaBooks]) -> Iterator[Metric]:
     """Each scope's books as the database keeps them (exact, fleet-wide)."""
     requests = CounterMetricFamily(
-        names.QUOTA_REQUESTS,
-        "Provider requests by how they were settled",
-        labels=["scope", "state"],
+        names.QUOTA_REQUESTS, "Provider requests by how settled", labels=["scope", "state"]
     )
     tokens = CounterMetricFamily(
-        names.QUOTA_TOKENS, "Quota tokens by how they were settled", labels=["scope", "state"]
+        names.QUOTA_TOKENS, "Quota tokens by how settled", labels=["scope", "state"]
     )
     in_flight = GaugeMetricFamily(
         names.QUOTA_IN_FLIGHT, "Reserved, not yet settled", labels=["scope", "unit"]
@@ -161,26 +171,16 @@ def _quota_families(scopes: Sequence[QuotaScope]) -> Iterator[Metric]:
     deferrals = CounterMetricFamily(
         names.QUOTA_DEFERRALS, "Turns handed back to wait for quota", labels=["scope"]
     )
-    for q in scopes:
-        for state, value in (
-            ("reserved", q.requests_reserved),
-            ("reconciled", q.requests_reconciled),
-            ("unknown", q.requests_unknown),
+    for book in books:
+        for family, values in (
+            (requests, book.requests),
+            (tokens, book.tokens),
+            (in_flight, book.in_flight),
+            (window, book.window),
         ):
-            requests.add_metric([q.scope, state], value)
-        for state, value in (
-            ("reserved", q.tokens_reserved),
-            ("reconciled", q.tokens_reconciled),
-            ("refunded", q.tokens_refunded),
-            ("debt", q.tokens_debt),
-            ("unknown", q.tokens_unknown),
-        ):
-            tokens.add_metric([q.scope, state], value)
-        in_flight.add_metric([q.scope, "requests"], q.requests_in_flight)
-        in_flight.add_metric([q.scope, "tokens"], q.tokens_in_flight)
-        window.add_metric([q.scope, "requests"], q.window_requests)
-        window.add_metric([q.scope, "tokens"], q.window_tokens)
-        deferrals.add_metric([q.scope], q.deferrals)
+            for label, value in values.items():
+                family.add_metric([book.scope, label], value)
+        deferrals.add_metric([book.scope], book.deferrals)
     yield from (requests, tokens, in_flight, window, deferrals)
 
 

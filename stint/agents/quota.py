@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from stint.agents.errors import AgentError
-from stint.store.errors import StoreError
+from stint.store.errors import QuotaScopeUnknown, StoreError
 from stint.worker.context import Deferred, TurnContext
 from stint.worker.telemetry import record_quota_wait
 
-__all__ = ["QuotaConfig", "QuotaGate", "QuotaTooSmall", "estimate_tokens"]
+__all__ = ["QuotaConfig", "QuotaGate", "QuotaScopeMissing", "QuotaTooSmall", "estimate_tokens"]
 
 log = logging.getLogger("stint.agents.quota")
 
@@ -48,6 +48,11 @@ log = logging.getLogger("stint.agents.quota")
 # in-place budget lasts; otherwise the turn is handed back for as long).
 _BUSY_RETRY_SECONDS = 0.05
 _BUSY_DEFER_SECONDS = 1.0
+
+
+class QuotaScopeMissing(AgentError):
+    """STINT_MODEL_QUOTA_SCOPE names a scope that does not exist: the turn fails (a
+    store error would hand it back, and it would come back to fail again)."""
 
 
 class QuotaTooSmall(AgentError):
@@ -104,7 +109,13 @@ class QuotaGate:
         ``Deferred`` (the slot is given up)."""
         scope = self._config.scope
         while True:
-            grant = await self._ctx.quota_reserve(scope, self._key(attempt), self._estimate)
+            try:
+                grant = await self._ctx.quota_reserve(scope, self._key(attempt), self._estimate)
+            except QuotaScopeUnknown:
+                raise QuotaScopeMissing(
+                    f"quota scope {scope!r} (STINT_MODEL_QUOTA_SCOPE) does not exist: "
+                    f"create it with `stint quota set {scope}`"
+                ) from None
             if grant.granted:
                 return
             if grant.too_big:

@@ -13,10 +13,12 @@ import pytest
 from stint.agents.quota import (
     QuotaConfig,
     QuotaGate,
+    QuotaScopeMissing,
     QuotaTooSmall,
     estimate_tokens,
     reported_tokens,
 )
+from stint.store.errors import QuotaScopeUnknown
 from stint.store.quotas import Grant
 from stint.worker.context import Deferred, TurnContext
 
@@ -31,6 +33,8 @@ class ScriptedContext:
 
     async def quota_reserve(self, scope: str, key: str, estimate: int) -> Grant:
         self.keys.append(key)
+        if not self.grants:
+            raise QuotaScopeUnknown(scope=scope)
         return self.grants.pop(0)
 
     async def quota_settle(self, scope: str, key: str, actual: int | None) -> None:
@@ -82,6 +86,11 @@ async def test_a_request_larger_than_the_whole_tpm_fails_by_name() -> None:
     ctx = ScriptedContext(Grant(False, True, None))
     with pytest.raises(QuotaTooSmall, match="quota scope 's'"):
         await _gate(ctx, wait_in_place=1).reserve(1)
+
+
+async def test_a_scope_that_does_not_exist_fails_the_call_saying_how_to_create_it() -> None:
+    with pytest.raises(QuotaScopeMissing, match="stint quota set s"):
+        await _gate(ScriptedContext(), wait_in_place=1).reserve(1)
 
 
 def test_the_estimate_counts_the_request_json_and_the_answer_bound() -> None:

@@ -35,7 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python -m stint.loadtest.bench
 
 load: $(STAMP)
-	$(BIN)/pytest loadtest --run-load -k "not soak and not scale and not ladder"
+	$(BIN)/pytest loadtest --run-load -k "not soak and not scale and not ladder and not quota"
 
 # Containers: a Docker engine of our own (deploy/dockerd.sh), the images built on it,
 # and the tests that need both (skipped by `make test` when no engine answers).

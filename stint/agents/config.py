@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from stint.agents.errors import AgentConfigError
+from stint.agents.quota import QuotaConfig
 from stint.config.settings import Settings
 
 __all__ = ["AgentConfig", "ModelConfig", "StreamConfig"]
@@ -46,6 +47,7 @@ class AgentConfig:
     system_prompt: str
     max_iterations: int
     history_messages: int
+    quota: QuotaConfig | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AgentConfig:
@@ -70,6 +72,14 @@ class AgentConfig:
             system_prompt=settings.agent_system_prompt,
             max_iterations=settings.agent_max_iterations,
             history_messages=settings.agent_history_messages,
+            quota=QuotaConfig(
+                scope=settings.model_quota_scope,
+                wait_in_place=settings.quota_wait_in_place,
+                chars_per_token=settings.quota_chars_per_token,
+                output_tokens=settings.quota_output_tokens,
+            )
+            if settings.model_quota_scope
+            else None,
         )
 
 

@@ -6,8 +6,9 @@ real ``openai`` client runs against it unchanged. Answers come from a
 429 bursts with ``retry-after`` / ``retry-after-ms``, 5xx, a refusal (4xx)
 whose message may echo the request's Authorization header (to prove a key is
 scrubbed), a connection dropped mid-stream, a slow first token. Every request
-is logged with what was answered, so a test can assert from the server's own
-record which model calls happened.
+is logged with when it arrived, the API key it came with and what was
+answered (the usage it reported), so a test can assert from the server's own
+record which model calls happened, and how many per key in any window.
 
 In a test: ``with FakeProvider(script).running() as url:`` (its own thread and
 event loop). Standalone: ``python -m stint.agents.fake_provider --port 8089``.
@@ -70,6 +71,12 @@ class RequestRecord:
     tools: list[str]
     outcome: str  # "ok" | "status:<code>" | "dropped"
     usage: dict[str, int] = field(default_factory=dict)
+    api_key: str = ""  # the bearer token it came with (a fake's log, for quota tests)
+
+    @property
+    def tokens(self) -> int:
+        """The tokens this request cost as the fake reported them (0 when refused)."""
+        return self.usage.get("prompt_tokens", 0) + self.usage.get("completion_tokens", 0)
 
 
 class FakeProvider:
@@ -128,6 +135,17 @@ class FakeProvider:
     def requests(self) -> list[RequestRecord]:
         with self._lock:
             return list(self._log)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Per API key: requests by outcome (ok, dropped, status) and the tokens it
+        reported (the log's summary, cheap to fetch after a long run)."""
+        found: dict[str, dict[str, int]] = {}
+        for record in self.requests():
+            tally = found.setdefault(record.api_key, {"ok": 0, "dropped": 0, "status": 0})
+            outcome = record.outcome.split(":")[0]
+            tally[outcome] += 1
+            tally["tokens"] = tally.get("tokens", 0) + (record.tokens if outcome == "ok" else 0)
+        return found
 
     def _queue(self, times: int, fault: Fault) -> None:
         with self._lock:
@@ -206,6 +224,9 @@ class FakeProvider:
             name, _, value = raw.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
         body = await reader.readexactly(int(headers.get("content-length", "0")))
+        if method == "GET" and path.rstrip("/").endswith("/_fake/counts"):
+            await _send_json(writer, 200, self.counts())
+            return True
         if method == "GET" and path.rstrip("/").endswith("/_fake/requests"):
             log = [asdict(r) for r in self.requests()]
             await _send_json(writer, 200, log)
@@ -243,6 +264,7 @@ class FakeProvider:
             messages=messages,
             tools=[t.get("function", {}).get("name", "") for t in request.get("tools") or []],
             outcome="ok",
+            api_key=headers.get("authorization", "").removeprefix("Bearer "),
         )
         if fault is not None and fault.kind == "status":
             record.outcome = f"status:{fault.status}"

@@ -21,6 +21,7 @@ from stint.agents.config import AgentConfig
 from stint.agents.errors import AgentConfigError, AgentError, ToolArgumentsError, TooManyIterations
 from stint.agents.memory import History, trim_window
 from stint.agents.provider import ChatProvider, Retry
+from stint.agents.quota import QuotaGate, estimate_tokens
 from stint.agents.stream import DeltaCoalescer
 from stint.agents.tools import ToolRegistry, tool_result_text
 from stint.config.settings import Settings
@@ -131,8 +132,14 @@ class ChatHarness:
                 kind="model.retried",
             )
 
+        quota = self._config.quota
+        gate = (
+            None if quota is None else QuotaGate(ctx, quota, key, estimate_tokens(request, quota))
+        )
         try:
-            result = await self._provider.complete(request, on_delta=deltas.add, on_retry=on_retry)
+            result = await self._provider.complete(
+                request, on_delta=deltas.add, on_retry=on_retry, quota=gate
+            )
         except BaseException:
             await deltas.abort()
             raise

@@ -23,6 +23,7 @@ from typing import Any
 
 from stint.agents.config import ModelConfig
 from stint.agents.errors import AgentConfigError, ProviderError, ProviderUnavailable
+from stint.agents.quota import QuotaGate, reported_tokens
 from stint.agents.retry import RetryPolicy, is_retryable_status, retry_after_seconds
 from stint.worker.telemetry import model_span, record_usage
 
@@ -115,13 +116,15 @@ class ChatProvider:
         *,
         on_delta: Callable[[str], None],
         on_retry: Callable[[Retry], Awaitable[None]],
+        quota: QuotaGate | None = None,
     ) -> dict[str, Any]:
-        """The assistant message with its usage and the retries it took."""
+        """The assistant message with its usage and the retries it took; with
+        ``quota``, each try first reserves its request (see ``stint.agents.quota``)."""
         with model_span(self._config.model) as current:
             attempt = 1
             while True:
                 try:
-                    answer = await self._once(request, on_delta)
+                    answer = await self._try(request, on_delta, quota, attempt)
                 except openai.APIStatusError as exc:
                     status = exc.status_code
                     if not is_retryable_status(status):
@@ -148,7 +151,7 @@ class ChatProvider:
                         current,
                         answer.usage,
                         answer.finish_reason,
-                        scope=self._config.model,
+                        scope=quota.scope if quota is not None else self._config.model,
                         response_model=answer.model,
                     )
                     return {
@@ -157,6 +160,7 @@ class ChatProvider:
                         "usage": answer.usage,
                         "retries": attempt - 1,
                         "model": answer.model,
+                        "quota_wait_s": None if quota is None else round(quota.waited, 3),
                     }
                 if attempt >= self._policy.max_attempts:
                     raise ProviderUnavailable(
@@ -170,6 +174,28 @@ class ChatProvider:
                 await on_retry(Retry(attempt, failure.reason, delay, failure.status))
                 await asyncio.sleep(delay)
                 attempt += 1
+
+    async def _try(
+        self,
+        request: Mapping[str, Any],
+        on_delta: Callable[[str], None],
+        quota: QuotaGate | None,
+        attempt: int,
+    ) -> _Assembly:
+        """One request, inside its quota reservation when there is one."""
+        if quota is None:
+            return await self._once(request, on_delta)
+        await quota.reserve(attempt)
+        try:
+            answer = await self._once(request, on_delta)
+        except openai.APIStatusError:
+            await quota.settle(attempt, 0)  # answered with a status: no tokens spent
+            raise
+        except BaseException:
+            await quota.abandon(attempt)  # no usage known: the estimate stays counted
+            raise
+        await quota.settle(attempt, reported_tokens(answer.usage))
+        return answer
 
     async def _once(self, request: Mapping[str, Any], on_delta: Callable[[str], None]) -> _Assembly:
         answer = _Assembly()

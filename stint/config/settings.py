@@ -184,6 +184,27 @@ class Settings(BaseSettings):
     model_retry_max_wait: float = Field(
         60.0, ge=0, le=3600, description="longest wait before one provider retry, seconds"
     )
+    model_quota_scope: str = Field(
+        "",
+        pattern=r"^([A-Za-z0-9][A-Za-z0-9._:/-]{0,99})?$",
+        description="quota scope the model calls count against (`stint quota set`); "
+        "empty: no quota",
+    )
+    quota_wait_in_place: float = Field(
+        2.0,
+        ge=0,
+        le=60,
+        description="longest a model call waits for quota in its slot; longer hands the turn back",
+    )
+    quota_chars_per_token: float = Field(
+        3.0, ge=0.5, le=32, description="request characters the quota estimate counts as a token"
+    )
+    quota_output_tokens: int = Field(
+        1024,
+        ge=0,
+        le=1_000_000,
+        description="completion tokens the quota estimate assumes without a max_tokens",
+    )
     agent_tools: str = Field(
         "stint.agents.demo_tools:TOOLS", description="tool registry, as module:object"
     )

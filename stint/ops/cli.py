@@ -1,5 +1,5 @@
 """``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
-status, check, size, demo, embedded, keys, api).
+status, check, size, demo, embedded, keys, quota, api).
 
 Exit codes, the same for every command: 0 done; 1 a failure (the database, a
 failed check); 2 bad input or configuration (one line on stderr, nothing
@@ -37,6 +37,7 @@ from stint.ops.inputs import (
     parse_seconds,
     read_text,
 )
+from stint.ops.quota import add_quota_parser
 from stint.ops.show import session_json, turn_of_session_json
 from stint.ops.sizing import measured_profile, render_sizing, size
 from stint.ops.status import render_status
@@ -538,6 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
     k = keys_sub.add_parser("revoke", help="revoke a key at once")
     k.add_argument("key_id", metavar="KEY_ID", help="from keys create or keys list")
     p.set_defaults(run=cmd_keys)
+
+    add_quota_parser(sub)
 
     p = sub.add_parser(
         "api",

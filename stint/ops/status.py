@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from stint.ops.quota import quota_json
 from stint.store.models import StatusSummary
 
 __all__ = ["render_status", "status_json"]
@@ -13,8 +14,10 @@ __all__ = ["render_status", "status_json"]
 
 def status_json(summary: StatusSummary) -> dict[str, Any]:
     """The JSON form: every field of the summary; a worker whose heartbeat outlived
-    its lease has ``state`` ``dead`` (its row may still say running)."""
+    its lease has ``state`` ``dead`` (its row may still say running); each quota
+    scope as ``stint quota show`` prints it."""
     data = asdict(summary)
+    data["quotas"] = [quota_json(q) for q in summary.quotas]
     for row, worker in zip(data["workers"], summary.workers, strict=True):
         row["state"] = worker.shown_state
     return data
@@ -45,4 +48,10 @@ def render_status(summary: StatusSummary, *, as_json: bool) -> str:
         lines.append(f"ready sessions no live worker accepts (pins): {summary.ready_unaccepted}")
     age = summary.oldest_ready_age
     lines.append("oldest ready session: " + ("none" if age is None else f"{age:.1f}s"))
+    for q in summary.quotas:
+        lines.append(
+            f"quota {q.scope}: window {q.window_requests} requests, {q.window_tokens} tokens; "
+            f"{q.requests_in_flight} in flight, {q.requests_unknown} unknown, "
+            f"{q.deferrals} deferrals"
+        )
     return "\n".join(lines)

@@ -29,6 +29,7 @@ from stint.store.fetch import fetch_all, fetch_one, fetch_optional
 from stint.store.models import (
     EnqueueResult,
     Event,
+    QuotaScope,
     SessionRecord,
     StatusSummary,
     TenantStatus,
@@ -354,7 +355,8 @@ class ClientStore:
     async def status(self) -> StatusSummary:
         """Workers (dead when their heartbeat outlived their lease), sessions by
         status, unfinished turns by status, oldest ready age, and ready sessions
-        no live worker will run (none alive, or none accepting their pin)."""
+        no live worker will run (none alive, or none accepting their pin), and
+        every provider quota scope with its counters."""
         async with guarded("status", self._config), self._pool.connection() as conn:
             workers = await fetch_all(conn, WorkerRow, "workers_list", live_seconds=_LIVE_SECONDS)
             counts = await fetch_all(conn, _StatusCount, "sessions_count_by_status", tenant=None)
@@ -363,6 +365,7 @@ class ClientStore:
             blocked = await fetch_one(
                 conn, _ReadyBlocked, "sessions_ready_unaccepted", live_seconds=_LIVE_SECONDS
             )
+            quotas = await fetch_all(conn, QuotaScope, "quota_list", scope=None)
         open_turns = {c.status: c.count for c in turns}
         return StatusSummary(
             workers=workers,
@@ -374,4 +377,5 @@ class ClientStore:
             live_workers=blocked.live_workers,
             ready_without_worker=blocked.without_worker,
             ready_unaccepted=blocked.unaccepted,
+            quotas=quotas,
         )

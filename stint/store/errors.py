@@ -27,6 +27,7 @@ __all__ = [
     "PostgresBinariesNotFound",
     "QueryTimeout",
     "QueueFull",
+    "QuotaScopeUnknown",
     "SessionBusy",
     "StoreError",
     "UnknownSession",
@@ -117,6 +118,10 @@ class WorkerIdInUse(StoreError):
 
 class QueueFull(StoreError):
     """The session's turn queue is full; nothing was written."""
+
+
+class QuotaScopeUnknown(StoreError):
+    """No quota scope of this name exists; create it with `stint quota set SCOPE`."""
 
 
 class SessionBusy(StoreError):

@@ -9,7 +9,7 @@ arrive as text and are turned into their enums on construction.
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
 from types import UnionType
@@ -34,6 +34,7 @@ __all__ = [
     "Event",
     "FinishResult",
     "ParkResult",
+    "QuotaScope",
     "RenewedLease",
     "Row",
     "SessionRecord",
@@ -228,6 +229,37 @@ class WorkerRow(Row):
 
 
 @dataclass(frozen=True)
+class QuotaScope(Row):
+    """A scope's limits, exact counters, and what fills its window now.
+
+    The books always balance (a CHECK on the row):
+    ``tokens_reserved = tokens_reconciled + tokens_refunded - tokens_debt
+    + tokens_unknown + tokens_in_flight``, and likewise for requests without
+    refund and debt. At rest (nothing in flight) that is the issue's
+    reserved = reconciled + refunded - debt + unknown.
+    """
+
+    scope: str
+    rpm: int | None
+    tpm: int | None
+    concurrency: int | None
+    window_seconds: float
+    requests_reserved: int
+    requests_reconciled: int
+    requests_unknown: int
+    requests_in_flight: int
+    tokens_reserved: int
+    tokens_reconciled: int
+    tokens_refunded: int
+    tokens_debt: int
+    tokens_unknown: int
+    tokens_in_flight: int
+    deferrals: int
+    window_requests: int
+    window_tokens: int
+
+
+@dataclass(frozen=True)
 class StatusSummary(Row):
     """Workers, sessions by status, unfinished turns by status, the oldest ready
     session's age, and ready sessions no live worker will run: because no worker
@@ -242,6 +274,7 @@ class StatusSummary(Row):
     live_workers: int
     ready_without_worker: int
     ready_unaccepted: int
+    quotas: list[QuotaScope] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

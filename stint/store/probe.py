@@ -11,6 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
 from stint.store.fetch import fetch_all, fetch_one
@@ -79,6 +80,11 @@ class TableFootprint:
 @dataclass(frozen=True)
 class _Count:
     count: int
+
+
+@dataclass(frozen=True)
+class _Seconds:
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -254,6 +260,20 @@ class ProbeStore:
         """``count`` sessions parked on a question, written directly (a fixture)."""
         async with guarded("sessions_seed_parked", self._config), self._pool.connection() as conn:
             return (await fetch_one(conn, _Count, "sessions_seed_parked", count=count)).count
+
+    async def sessions_seed_ready(self, count: int, turn_input: Mapping[str, Any]) -> int:
+        """``count`` sessions with one queued turn each, written directly (a backlog)."""
+        params = {"count": count, "input": Jsonb(dict(turn_input))}
+        async with guarded("sessions_seed_ready", self._config), self._pool.connection() as conn:
+            return (await fetch_one(conn, _Count, "sessions_seed_ready", **params)).count
+
+    async def quota_waits(self) -> tuple[list[float], list[float]]:
+        """Seconds model calls waited for quota in their slots (those that waited),
+        and the not-before distance of each turn handed back for quota."""
+        async with guarded("quota_waits", self._config), self._pool.connection() as conn:
+            in_place = await fetch_all(conn, _Seconds, "quota_waits_in_place")
+            deferred = await fetch_all(conn, _Seconds, "quota_deferral_waits")
+        return [r.seconds for r in in_place], [r.seconds for r in deferred]
 
     async def turns_pruned(self) -> int:
         async with guarded("turns_pruned", self._config), self._pool.connection() as conn:

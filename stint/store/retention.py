@@ -40,6 +40,7 @@ class TurnsPruned:
     events: int
     steps: int
     messages: int
+    reservations: int
 
 
 @dataclass(frozen=True)

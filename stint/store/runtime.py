@@ -38,6 +38,7 @@ from stint.store.models import (
 )
 from stint.store.pool import Pool
 from stint.store.queries import query
+from stint.store.quotas import QuotaStore
 from stint.store.retention import RetentionStore
 from stint.store.translate import guarded
 from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, WorkerState
@@ -133,6 +134,8 @@ class RuntimeStore:
         """Conversation memory, on the same pool (a turn's reads and fenced writes)."""
         self.retention = RetentionStore(config, pool)
         """Pruning, for the worker's scheduled retention runs."""
+        self.quotas = QuotaStore(config, pool, batcher=self._batcher)
+        """Provider quota reservations, for harnesses that call a provider."""
 
     @property
     def batcher(self) -> StatementBatcher:
@@ -355,6 +358,36 @@ class RuntimeStore:
             step_key=step_key,
             digest=digest,
             question=Jsonb(question),
+        )
+        if result.parked:
+            return None
+        assert result.control is not None
+        return ControlRequest(result.control, turn_id, result.control_reason)
+
+    async def turns_defer(
+        self,
+        claim: Claim,
+        *,
+        turn_id: UUID,
+        scope: str,
+        wait_seconds: float,
+        waited_seconds: float = 0.0,
+    ) -> ControlRequest | None:
+        """Hand the turn back to the queue until ``wait_seconds`` from now, when
+        quota of ``scope`` frees: the lease is released, the slot is free, and
+        no worker claims the session before then; the event records the
+        ``waited_seconds`` the call spent waiting in its slot first. Returns the cancel or
+        interrupt already requested for this turn instead, having changed
+        nothing: the caller ends the turn as asked."""
+        result = await self._fenced(
+            "turns_defer",
+            claim,
+            turn_id,
+            (),
+            ParkResult,
+            scope=scope,
+            wait_seconds=wait_seconds,
+            waited_seconds=waited_seconds,
         )
         if result.parked:
             return None

@@ -14,8 +14,10 @@ from datetime import datetime
 
 from stint.store.config import StoreConfig
 from stint.store.fetch import fetch_all, fetch_one, fetch_optional
+from stint.store.models import QuotaScope
 from stint.store.pool import Pool
 from stint.store.queries import query
+from stint.store.quotas import QuotaStore
 from stint.store.translate import guarded
 
 __all__ = ["SAMPLER", "Leader", "Sample", "StatsStore"]
@@ -68,6 +70,11 @@ class StatsStore:
     def __init__(self, config: StoreConfig, pool: Pool) -> None:
         self._config = config
         self._pool = pool
+        self._quotas = QuotaStore(config, pool)
+
+    async def quota_scopes(self) -> list[QuotaScope]:
+        """Every provider quota scope's counters, for the elected sampler's metrics."""
+        return await self._quotas.quota_list()
 
     async def leader_hold(self, *, name: str, holder: str, ttl: float) -> bool:
         """Take or renew the leadership ``name`` for ``ttl`` seconds; False when

@@ -14,6 +14,7 @@ __all__ = [
     "BusyStrategy",
     "ControlAction",
     "EventKind",
+    "QuotaState",
     "SessionStatus",
     "StepKind",
     "StepStatus",
@@ -96,6 +97,15 @@ class ControlAction(StrEnum):
         return EventKind.TURN_INTERRUPTED
 
 
+class QuotaState(StrEnum):
+    """``quota_reservations.state``: a request counted ``reserved`` until its usage is
+    known (``reconciled``) or cannot be (``unknown``: the estimate stays counted)."""
+
+    RESERVED = "reserved"
+    RECONCILED = "reconciled"
+    UNKNOWN = "unknown"
+
+
 class BusyStrategy(StrEnum):
     """What an enqueue does when the session already has a turn in progress."""
 
@@ -116,6 +126,7 @@ class EventKind(StrEnum):
     APPROVAL_ANSWERED = "approval.answered"
     EFFECT_UNKNOWN = "effect.unknown"
     TURN_RELEASED = "turn.released"
+    TURN_DEFERRED = "turn.deferred"
     MESSAGE = "message"
     MESSAGE_DELTA = "message.delta"
     MODEL_RETRIED = "model.retried"

@@ -13,7 +13,7 @@ imports it (see ``stint.worker.telemetry.enable_metrics``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -53,6 +53,19 @@ def render(registry: CollectorRegistry) -> bytes:
 
 
 @dataclass(frozen=True)
+class QuotaBooks:
+    """One provider quota scope's books, as the elected sampler read them:
+    ``requests`` and ``tokens`` by state, ``in_flight`` and ``window`` by unit."""
+
+    scope: str
+    requests: Mapping[str, int]
+    tokens: Mapping[str, int]
+    in_flight: Mapping[str, int]
+    window: Mapping[str, int]
+    deferrals: int
+
+
+@dataclass(frozen=True)
 class QueueFigures:
     """The elected sampler's latest reading of the queue and the fleet."""
 
@@ -65,6 +78,7 @@ class QueueFigures:
     live_workers: int
     total_slots: int
     busy_slots: int
+    quotas: Sequence[QuotaBooks] = ()
 
 
 @dataclass(frozen=True)
@@ -136,6 +150,38 @@ class _StateCollector(Collector):
         yield _gauge(names.FLEET_WORKERS, "Live workers", queue.live_workers)
         yield _gauge(names.FLEET_SLOTS, "Slots of live workers", queue.total_slots)
         yield _gauge(names.FLEET_SLOTS_BUSY, "Sessions held by a worker", queue.busy_slots)
+        if queue.quotas:
+            yield from _quota_families(queue.quotas)
+
+
+def _quota_families(books: Sequence[QuotaBooks]) -> Iterator[Metric]:
+    """Each scope's books as the database keeps them (exact, fleet-wide)."""
+    requests = CounterMetricFamily(
+        names.QUOTA_REQUESTS, "Provider requests by how settled", labels=["scope", "state"]
+    )
+    tokens = CounterMetricFamily(
+        names.QUOTA_TOKENS, "Quota tokens by how settled", labels=["scope", "state"]
+    )
+    in_flight = GaugeMetricFamily(
+        names.QUOTA_IN_FLIGHT, "Reserved, not yet settled", labels=["scope", "unit"]
+    )
+    window = GaugeMetricFamily(
+        names.QUOTA_WINDOW, "Counted in the scope's window now", labels=["scope", "unit"]
+    )
+    deferrals = CounterMetricFamily(
+        names.QUOTA_DEFERRALS, "Turns handed back to wait for quota", labels=["scope"]
+    )
+    for book in books:
+        for family, values in (
+            (requests, book.requests),
+            (tokens, book.tokens),
+            (in_flight, book.in_flight),
+            (window, book.window),
+        ):
+            for label, value in values.items():
+                family.add_metric([book.scope, label], value)
+        deferrals.add_metric([book.scope], book.deferrals)
+    yield from (requests, tokens, in_flight, window, deferrals)
 
 
 def _pool_metrics(pool: PoolFigures) -> Iterator[Metric]:

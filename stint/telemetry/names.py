@@ -49,8 +49,13 @@ __all__ = [
     "QUEUE_READY_SESSIONS",
     "QUEUE_RUNNING_TURNS",
     "QUEUE_SAMPLE_AGE_SECONDS",
+    "QUOTA_DEFERRALS",
+    "QUOTA_IN_FLIGHT",
+    "QUOTA_REQUESTS",
+    "QUOTA_TOKENS",
     "QUOTA_WAITS",
     "QUOTA_WAIT_SECONDS",
+    "QUOTA_WINDOW",
     "SAMPLER_LEADER",
     "SLOTS",
     "SLOTS_BUSY",
@@ -130,6 +135,15 @@ QUEUE_RUNNING_TURNS = "stint_queue_running_turns"
 QUEUE_PARKED_TURNS = "stint_queue_parked_turns"
 QUEUE_OLDEST_READY_SECONDS = "stint_queue_oldest_ready_seconds"
 QUEUE_SAMPLE_AGE_SECONDS = "stint_queue_sample_age_seconds"
+# The provider quota scopes' books (the elected sampler's reading; labels: scope,
+# and state or unit): cumulative requests and tokens by how they were settled,
+# what is in flight and in the window now, and turns handed back.
+QUOTA_REQUESTS = "stint_quota_requests_total"  # counter: state reserved|reconciled|unknown
+# counter: state reserved|reconciled|refunded|debt|unknown
+QUOTA_TOKENS = "stint_quota_tokens_total"
+QUOTA_IN_FLIGHT = "stint_quota_in_flight"  # gauge: unit requests|tokens
+QUOTA_WINDOW = "stint_quota_window"  # gauge: unit requests|tokens
+QUOTA_DEFERRALS = "stint_quota_deferrals_total"  # counter
 FLEET_WORKERS = "stint_fleet_live_workers"
 FLEET_SLOTS = "stint_fleet_slots"
 FLEET_SLOTS_BUSY = "stint_fleet_slots_busy"

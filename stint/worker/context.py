@@ -17,6 +17,7 @@ from uuid import UUID
 from stint.store.conversation import MessageWindow
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, StepRecord
+from stint.store.quotas import Grant
 from stint.store.vocabulary import EventKind, StepKind, StepStatus
 from stint.worker.failpoints import failpoint
 from stint.worker.ports import WorkerStore
@@ -24,6 +25,7 @@ from stint.worker.telemetry import SPAN_STEP, record_unknown_effect, span
 from stint.worker.tools import Reconciled, Tool, ToolCall, Verdict
 
 __all__ = [
+    "Deferred",
     "LeaseExpired",
     "NondeterministicReplay",
     "Parked",
@@ -59,6 +61,22 @@ class Parked(BaseException):
         self.step_key = step_key
         self.question = question
         self.digest = digest
+
+
+class Deferred(BaseException):
+    """The turn cannot get provider quota soon: the runner hands it back to the
+    queue until ``wait_seconds`` from now and frees the slot; when claimed
+    again it replays, its committed steps returning their recorded results.
+
+    A BaseException, so a harness's ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, scope: str, wait_seconds: float, *, waited: float = 0.0) -> None:
+        super().__init__(f"quota scope {scope!r}: capacity in {wait_seconds:.3f}s")
+        self.scope = scope
+        self.wait_seconds = wait_seconds
+        self.waited = waited
+        """Seconds the call had already waited in its slot before giving it up."""
 
 
 class LeaseExpired(LeaseLost):
@@ -186,6 +204,32 @@ class TurnContext:
             self._guard()
             current.set_attribute("stint.step.parked", True)
             raise Parked(key, question, digest)
+
+    async def quota_reserve(self, scope: str, key: str, estimate: int) -> Grant:
+        """Reserve one provider request and ``estimate`` tokens of ``scope``'s window.
+
+        ``key`` names the request within the turn (its step and try); the
+        reservation is keyed by it and this turn attempt, so a repeated reserve
+        of the same request counts once, and a replay (a new attempt, a new
+        request) counts anew while its predecessor's open reservation is
+        settled unknown by the database.
+        """
+        self._guard()
+        return await self._store.quotas.quota_reserve(
+            self._claim,
+            scope=scope,
+            key=self._quota_key(key),
+            turn_id=self.turn_id,
+            estimate=estimate,
+        )
+
+    async def quota_settle(self, scope: str, key: str, actual: int | None) -> None:
+        """The request ``key`` ended: ``actual`` tokens as the provider reported,
+        or None when its usage cannot be known (a transport failure)."""
+        await self._store.quotas.quota_settle(scope=scope, key=self._quota_key(key), actual=actual)
+
+    def _quota_key(self, key: str) -> str:
+        return f"{self.turn_id}:{key}@{self.attempt}"
 
     def _guard(self) -> None:
         if not self._may_write():

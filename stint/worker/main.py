@@ -22,6 +22,7 @@ from stint.store.config import ROLE_LISTEN, ROLE_WORKER, StoreConfig
 from stint.store.errors import StoreError, WorkerIdInUse
 from stint.store.listen import Listener
 from stint.store.migrate import check_schema, migrate
+from stint.store.models import QuotaScope
 from stint.store.pool import open_pool
 from stint.store.runtime import RuntimeStore
 from stint.store.stats import StatsStore
@@ -184,9 +185,31 @@ def _metrics(
         CONTENT_TYPE,
         PoolFigures,
         QueueFigures,
+        QuotaBooks,
         WorkerState,
         render,
     )
+
+    def books(scope: QuotaScope) -> QuotaBooks:
+        """A quota scope's counters as the metrics label them."""
+        return QuotaBooks(
+            scope=scope.scope,
+            requests={
+                "reserved": scope.requests_reserved,
+                "reconciled": scope.requests_reconciled,
+                "unknown": scope.requests_unknown,
+            },
+            tokens={
+                "reserved": scope.tokens_reserved,
+                "reconciled": scope.tokens_reconciled,
+                "refunded": scope.tokens_refunded,
+                "debt": scope.tokens_debt,
+                "unknown": scope.tokens_unknown,
+            },
+            in_flight={"requests": scope.requests_in_flight, "tokens": scope.tokens_in_flight},
+            window={"requests": scope.window_requests, "tokens": scope.window_tokens},
+            deferrals=scope.deferrals,
+        )
 
     def state() -> WorkerState:
         stats = store.batcher.stats
@@ -204,6 +227,7 @@ def _metrics(
                 live_workers=sample.live_workers,
                 total_slots=sample.total_slots,
                 busy_slots=sample.busy_slots,
+                quotas=tuple(books(q) for q in sampler.quotas),
             )
         slots = supervisor.slots
         pool = store.pool.get_stats()

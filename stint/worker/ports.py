@@ -16,6 +16,7 @@ from uuid import UUID
 
 from stint.store.conversation import ConversationStore
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, Work
+from stint.store.quotas import QuotaStore
 from stint.store.runtime import EventSpec
 from stint.store.vocabulary import StepKind, StepStatus, TurnStatus, WorkerState
 
@@ -29,6 +30,11 @@ class WorkerStore(Protocol):
     @property
     def conversation(self) -> ConversationStore:
         """Conversation memory, for harnesses that keep one (the agents harness)."""
+        ...
+
+    @property
+    def quotas(self) -> QuotaStore:
+        """Provider quota reservations, for harnesses that call a provider."""
         ...
 
     async def workers_register(
@@ -99,6 +105,16 @@ class WorkerStore(Protocol):
 
     async def turns_park(
         self, claim: Claim, *, turn_id: UUID, step_key: str, digest: str, question: Any
+    ) -> ControlRequest | None: ...
+
+    async def turns_defer(
+        self,
+        claim: Claim,
+        *,
+        turn_id: UUID,
+        scope: str,
+        wait_seconds: float,
+        waited_seconds: float = 0.0,
     ) -> ControlRequest | None: ...
 
     async def sessions_release(

@@ -66,6 +66,7 @@ class PruneReport:
     turns: int = 0
     steps: int = 0
     messages: int = 0
+    reservations: int = 0
     workers: int = 0
     journals: int = 0
     batches: int = 0
@@ -121,6 +122,7 @@ async def _prune_database(
             report.events += turns.events
             report.steps += turns.steps
             report.messages += turns.messages
+            report.reservations += turns.reservations
             if turns.turns < plan.batch:
                 break
     if plan.workers_days > 0:

@@ -4,7 +4,8 @@ A runner lives in one slot. It starts the session's next turn, hands the
 harness a durable context, records the outcome with the turn's terminal event,
 and goes on while turns are queued, up to the fairness limits. A turn ends as
 ``succeeded`` or ``failed``; ``interrupted`` past its time limit or on request;
-``cancelled`` on request; or it parks on a question and frees the slot. Losing
+``cancelled`` on request; or it parks on a question, or is handed back to
+wait for provider quota (a not-before time), and frees the slot. Losing
 the lease ends the runner without another write; cancellation for a drain or a
 lost lease leaves the hand-back to the worker.
 """
@@ -23,7 +24,7 @@ from stint.config.logs import log_fields
 from stint.store.errors import LeaseLost, StoreError
 from stint.store.models import Claim, ControlRequest, FinishResult, TurnStart
 from stint.store.vocabulary import EventKind, TurnStatus
-from stint.worker.context import LeaseExpired, Parked, TurnContext
+from stint.worker.context import Deferred, LeaseExpired, Parked, TurnContext
 from stint.worker.failpoints import failpoint
 from stint.worker.harness import Harness
 from stint.worker.ports import WorkerStore
@@ -133,7 +134,8 @@ class SessionRunner:
     async def _run_and_finish(
         self, held: Held, turn: TurnStart, nth: int, claimed_at: float
     ) -> FinishResult | None:
-        """Run one turn and record how it ended; None when it parked.
+        """Run one turn and record how it ended; None when it freed the slot
+        unfinished (parked on a question, or deferred for provider quota).
 
         The turn's span continues its producer's trace (the traceparent stored
         at enqueue), and every log line inside carries its session, turn and epoch.
@@ -152,12 +154,11 @@ class SessionRunner:
         ):
             began = time.monotonic()
             outcome = await self._run_turn(held, turn)
-            current.set_attribute("status", outcome.status if outcome else TurnStatus.PARKED)
-            held.turn_id = None  # from here the finish (or park) write owns the turn
-            if outcome is None:
-                record_parked()
-                log.info("turn %s parked on a question", turn.turn_id)
+            held.turn_id = None  # from here the finish (or park, or defer) write owns the turn
+            if isinstance(outcome, TurnStatus):
+                current.set_attribute("status", outcome)
                 return None
+            current.set_attribute("status", outcome.status)
             held.releasing = True  # finishing releases the lease when nothing is queued
             stopping = self._stopping()
             finished = await self._store.turns_finish(
@@ -201,8 +202,9 @@ class SessionRunner:
             or time.monotonic() - claimed_at >= self._limits.max_claim_seconds
         )
 
-    async def _run_turn(self, held: Held, turn: TurnStart) -> Outcome | None:
-        """The turn's outcome, or None when it parked on a question."""
+    async def _run_turn(self, held: Held, turn: TurnStart) -> Outcome | TurnStatus:
+        """The turn's outcome; or the status it was left in when it freed the slot
+        unfinished (parked on a question, or back to queued for quota)."""
         claim = held.claim
         control = held.control
         if control is not None and control.turn_id == turn.turn_id:
@@ -223,11 +225,11 @@ class SessionRunner:
             may_write=self._may_write,
         )
         outcome = await self._outcome(held, turn, ctx)
-        if outcome is not None:
+        if isinstance(outcome, Outcome):
             await ctx.settle_open_steps()  # the turn ends: no step may stay started
         return outcome
 
-    async def _outcome(self, held: Held, turn: TurnStart, ctx: TurnContext) -> Outcome | None:
+    async def _outcome(self, held: Held, turn: TurnStart, ctx: TurnContext) -> Outcome | TurnStatus:
         """Run the harness under the turn's time limit; map how it ended."""
         claim = held.claim
         limit = turn.timeout_seconds or self._limits.turn_timeout
@@ -248,8 +250,26 @@ class SessionRunner:
                 question=parked.question,
             )
             if requested is None:
-                return None
+                record_parked()
+                log.info("turn %s parked on a question", turn.turn_id)
+                return TurnStatus.PARKED
             held.releasing = False  # not parked: a cancel or interrupt came first
+            return _stopped(requested)
+        except Deferred as deferred:
+            held.in_harness = False
+            held.releasing = True
+            requested = await self._store.turns_defer(
+                claim,
+                turn_id=turn.turn_id,
+                scope=deferred.scope,
+                wait_seconds=deferred.wait_seconds,
+                waited_seconds=deferred.waited,
+            )
+            if requested is None:
+                record_handed_back("quota")
+                log.info("turn %s handed back: %s", turn.turn_id, deferred)
+                return TurnStatus.QUEUED
+            held.releasing = False  # not deferred: a cancel or interrupt came first
             return _stopped(requested)
         except asyncio.CancelledError:
             control = held.control

@@ -4,10 +4,11 @@ Every ``interval`` each worker tries to hold the sampler's leader row (one
 tiny upsert: it keeps it while it renews, another takes it once it expired);
 only the holder reads queue depth, the oldest ready age and the fleet's slots
 (one statement, each figure from an index) and writes the sample to the ring
-the dashboard reads. The holder's /metrics exports the latest sample; the
-others export none, so a sum or max over the fleet counts it once. A draining
-worker resigns, so the next candidate takes over at its next attempt. A
-failed read is logged and retried next interval: sampling never stops a worker.
+the dashboard reads, then the provider quota scopes' counters (one row each).
+The holder's /metrics exports the latest sample; the others export none, so a
+sum or max over the fleet counts it once. A draining worker resigns, so the
+next candidate takes over at its next attempt. A failed read is logged and
+retried next interval: sampling never stops a worker.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from stint.store.errors import StoreError
+from stint.store.models import QuotaScope
 from stint.store.stats import SAMPLER, Sample
 from stint.worker.service import Service, Wakeup
 
@@ -36,6 +38,8 @@ class SampleSource(Protocol):
     async def leader_resign(self, *, name: str, holder: str) -> None: ...
 
     async def samples_take(self, *, holder: str, window_seconds: float, keep: int) -> Sample: ...
+
+    async def quota_scopes(self) -> list[QuotaScope]: ...
 
 
 class Sampler(Service):
@@ -58,6 +62,7 @@ class Sampler(Service):
         self._wakeup = Wakeup()
         self.leader = False
         self.latest: Sample | None = None
+        self.quotas: list[QuotaScope] = []
         self._taken_at = 0.0
 
     def sample_age(self) -> float:
@@ -74,11 +79,12 @@ class Sampler(Service):
             log.info("queue sampler: %s", "elected" if held else "another worker samples")
         self.leader = held
         if not held:
-            self.latest = None
+            self.latest, self.quotas = None, []
             return None
         self.latest = await self._store.samples_take(
             holder=self._holder, window_seconds=self._interval, keep=RING
         )
+        self.quotas = await self._store.quota_scopes()
         self._taken_at = self._clock()
         return self.latest
 
@@ -87,7 +93,7 @@ class Sampler(Service):
             try:
                 await self.run_once()
             except StoreError as exc:
-                self.leader, self.latest = False, None
+                self.leader, self.latest, self.quotas = False, None, []
                 log.warning("queue sample failed: %s", exc)
             await self._wakeup.sleep(self._interval)
 
@@ -95,7 +101,7 @@ class Sampler(Service):
         """Give the leadership up (draining); best effort: it expires anyway."""
         if not self.leader:
             return
-        self.leader, self.latest = False, None
+        self.leader, self.latest, self.quotas = False, None, []
         try:
             await self._store.leader_resign(name=SAMPLER, holder=self._holder)
         except StoreError as exc:

@@ -42,6 +42,8 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "maintenance",
         "leaders",
         "stats_samples",
+        "quota_scopes",
+        "quota_reservations",
     }
 
 

@@ -19,6 +19,7 @@ from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.models import Claim, TurnStart
 from stint.store.pool import Pool
+from stint.store.quotas import QuotaLimits
 from stint.store.retention import RetentionStore
 from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, WorkerState
@@ -99,6 +100,28 @@ class History:
 @pytest.fixture
 def history(db: ScratchTarget, pool: Pool, tmp_path: Path) -> History:
     return History(db, pool, tmp_path / "journals")
+
+
+async def test_a_pruned_turn_takes_its_quota_reservations_but_not_the_counters(
+    db: ScratchTarget, pool: Pool, history: History
+) -> None:
+    quotas = history.runtime.quotas
+    await quotas.quota_set("p", QuotaLimits(rpm=10))
+    claim, old = await history.run(None, "old")
+    await quotas.quota_reserve(claim, scope="p", key="k", turn_id=old.turn_id, estimate=9)
+    await quotas.quota_settle(scope="p", key="k", actual=4)
+    await history.age([old.turn_id], days=40)
+    report = await prune(
+        RetentionStore(db.config, pool),
+        _plan(),
+        journals=history.journal,
+        worker="t",
+        every_seconds=0,
+    )
+    assert (report.turns, report.reservations) == (1, 1)
+    [scope] = await quotas.quota_list("p")
+    assert (scope.requests_reserved, scope.tokens_reconciled, scope.tokens_refunded) == (1, 4, 5)
+    await history.checks_pass()
 
 
 async def test_old_turns_go_with_their_steps_messages_events_and_journal_lines(

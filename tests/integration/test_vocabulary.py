@@ -12,6 +12,7 @@ from stint.store.pool import Pool
 from stint.store.vocabulary import (
     ControlAction,
     EventKind,
+    QuotaState,
     SessionStatus,
     StepKind,
     StepStatus,
@@ -43,6 +44,7 @@ def allowed_values(constraints: list[str], column: str) -> set[str]:
         ("steps", "status", StepStatus),
         ("workers", "state", WorkerState),
         ("events", "kind", EventKind),
+        ("quota_reservations", "state", QuotaState),
     ],
 )
 async def test_enum_matches_the_check_constraint(

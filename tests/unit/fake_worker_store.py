@@ -62,6 +62,7 @@ class FakeWorkerStore:
         self.events: list[tuple[UUID, str]] = []
         self.states: list[WorkerState] = []
         self.released: list[tuple[UUID, UUID | None, str]] = []
+        self.deferred: list[tuple[UUID, str, float]] = []
         self.renewals = 0
         self.renew_error: BaseException | None = None
 
@@ -236,6 +237,24 @@ class FakeWorkerStore:
             return session.control
         next(t for t in session.turns if t.id == turn_id).status = TurnStatus.PARKED
         self._release(session)
+        return None
+
+    async def turns_defer(
+        self,
+        claim: Claim,
+        *,
+        turn_id: UUID,
+        scope: str,
+        wait_seconds: float,
+        waited_seconds: float = 0.0,
+    ) -> ControlRequest | None:
+        session = self._fenced(claim)
+        if session.control is not None and session.control.turn_id == turn_id:
+            return session.control
+        next(t for t in session.turns if t.id == turn_id).status = TurnStatus.QUEUED
+        self._release(session)
+        self.events.append((session.id, "turn.deferred"))
+        self.deferred.append((turn_id, scope, wait_seconds))
         return None
 
     async def sessions_release(

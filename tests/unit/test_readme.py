@@ -16,14 +16,15 @@ import pytest
 from stint.config.settings import Settings, env_name
 from stint.ops.checks import Check, CheckReport
 from stint.ops.cli import build_parser
+from stint.ops.quota import quota_json
 from stint.ops.show import session_json, turn_json, turn_of_session_json
 from stint.ops.sizing import Sizing
 from stint.ops.status import status_json
 from stint.store.controls import AnswerResult, ControlResult
-from stint.telemetry import names
-from stint.store.models import EnqueueResult, Event, StatusSummary, WorkerRow
+from stint.store.models import EnqueueResult, Event, QuotaScope, StatusSummary, WorkerRow
 from stint.store.usage import SessionUsage, TurnUsage
 from stint.store.vocabulary import EventKind, TurnStatus, WorkerState
+from stint.telemetry import names
 from stint.worker.pruner import PruneReport
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
@@ -104,6 +105,9 @@ OUTPUTS = {
     "`stint status --json`: `workers[]`": status_json(
         StatusSummary([_worker()], {}, 0, 0, 0, None, 1, 0, 0)
     )["workers"][0],
+    "`stint quota show`, `stint quota list` (one line per scope)": quota_json(
+        QuotaScope("s", None, None, None, 60.0, *([0] * 13))
+    ),
     "`stint check --json`": CheckReport([Check("c", True, {})]).as_json(),
     "`stint check --json`: `checks[]`": CheckReport([Check("c", True, {})]).as_json()["checks"][0],
     "`stint size --json`": {f.name: None for f in fields(Sizing)},

@@ -16,7 +16,7 @@ import pytest
 
 from stint.store.vocabulary import ControlAction, TurnStatus, WorkerState
 from stint.worker.claimer import Claimer
-from stint.worker.context import TurnContext
+from stint.worker.context import Deferred, TurnContext
 from stint.worker.health import HealthState
 from stint.worker.lease_keeper import LeaseKeeper
 from stint.worker.listener import Listener
@@ -40,6 +40,8 @@ class GatedHarness:
         self.entered: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
 
     async def run_turn(self, ctx: TurnContext) -> Any:
+        if "defer" in ctx.input and ctx.attempt == 1:
+            raise Deferred(ctx.input["defer"], 30.0, waited=0.5)
         name = ctx.input.get("gate")
         if name is None:
             return {"done": True}
@@ -350,3 +352,22 @@ async def test_a_cancel_that_comes_while_a_retry_reads_its_steps_is_not_lost() -
         await rig.settle(sid)
     assert store.turn(sid, 0).status is TurnStatus.CANCELLED
     assert not rig.harness.entered["never"].is_set()
+
+
+async def test_a_turn_that_must_wait_for_quota_is_handed_back_and_frees_its_slot() -> None:
+    store = FakeWorkerStore()
+    sid = store.add_session({"defer": "scope-a"}, {"gate": "next"})
+    rig = Rig(store, slots=1)
+    await rig.claimer.run_once()
+    async with asyncio.timeout(10):  # a bound for the failure, not a wait for success
+        await rig.settle(sid)
+    assert rig.slots.free == 1 and not rig.slots.holds(sid)
+    assert store.turn(sid, 0).status is TurnStatus.QUEUED  # not failed: it runs again later
+    assert store.deferred == [(store.turn(sid, 0).id, "scope-a", 30.0)]
+    assert (sid, "turn.deferred") in store.events
+    # Claimed again (its not-before time came): the turn replays, then the next one runs.
+    await rig.claimer.run_once()
+    await rig.harness.entered["next"].wait()
+    assert store.turn(sid, 0).status is TurnStatus.SUCCEEDED
+    rig.harness.gates["next"].set()
+    await rig.settle_all()

@@ -109,7 +109,8 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 -- name: queue_age
 -- The oldest ready session's wait, and how many are ready, now.
 SELECT count(*) AS ready,
-       extract(epoch FROM now() - min(ready_at))::float8 AS oldest_ready_age
+       extract(epoch FROM now() - min(ready_at) FILTER (WHERE ready_at <= now()))::float8
+           AS oldest_ready_age
 FROM sessions
 WHERE status = 'ready'
 
@@ -146,3 +147,29 @@ SELECT count(*) AS count FROM asked
 -- name: turns_pruned
 -- Turns retention has removed so far (they finished before it did).
 SELECT coalesce(sum(turns_pruned), 0)::bigint AS count FROM sessions
+
+-- name: sessions_seed_ready
+-- A load-test fixture: %(count)s sessions, each with one queued turn of input
+-- %(input)s, ready in creation order (a backlog for a throughput run; enqueued
+-- one by one they would measure the producer, not the workers).
+WITH made AS (
+    INSERT INTO sessions (status, queued_turns, last_turn_seq, ready_at)
+    SELECT 'ready', 1, 1, clock_timestamp() FROM generate_series(1, %(count)s)
+    RETURNING id
+), queued AS (
+    INSERT INTO turns (session_id, seq, idempotency_key, input)
+    SELECT id, 1, 'seeded', %(input)s FROM made
+    RETURNING 1
+)
+SELECT count(*) AS count FROM queued
+
+-- name: quota_waits_in_place
+-- Seconds each committed model call waited for quota in its slot (the step's
+-- recorded quota_wait_s), for calls that waited at all.
+SELECT (result->>'quota_wait_s')::float8 AS seconds
+FROM steps
+WHERE kind = 'model' AND status = 'committed' AND (result->>'quota_wait_s')::float8 > 0
+
+-- name: quota_deferral_waits
+-- The not-before distance of each hand-back for quota (turn.deferred's wait_s).
+SELECT (payload->>'wait_s')::float8 AS seconds FROM events WHERE kind = 'turn.deferred'

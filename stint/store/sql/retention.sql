@@ -61,7 +61,8 @@ SELECT (SELECT count(*) FROM doomed) AS turns, (SELECT count(*) FROM gone_events
 
 -- name: prune_turns
 -- One batch of the turns pass: the next %(batch)s turns finished before the
--- horizon go, with their steps, their conversation messages and (first) every
+-- horizon go, with their steps, their conversation messages, their quota
+-- reservations (the scopes' counters keep them counted) and (first) every
 -- event up to theirs. A turn's events all precede its finish, and a session
 -- runs one turn at a time, so what goes is always the head of the log.
 WITH doomed AS (
@@ -74,6 +75,11 @@ WITH doomed AS (
     DELETE FROM steps st
     USING doomed d
     WHERE st.session_id = d.session_id AND st.turn_id = d.id
+    RETURNING 1
+), gone_reservations AS (
+    DELETE FROM quota_reservations qr
+    USING doomed d
+    WHERE qr.turn_id = d.id
     RETURNING 1
 ), gone_messages AS (
     DELETE FROM conversation_messages m
@@ -96,7 +102,8 @@ WITH doomed AS (
 SELECT (SELECT count(*) FROM gone_turns) AS turns,
        (SELECT count(*) FROM gone_events) AS events,
        (SELECT count(*) FROM gone_steps) AS steps,
-       (SELECT count(*) FROM gone_messages) AS messages
+       (SELECT count(*) FROM gone_messages) AS messages,
+       (SELECT count(*) FROM gone_reservations) AS reservations
 
 -- name: prune_workers
 -- Worker rows of processes stopped (or silent) for longer than the horizon.

@@ -1,7 +1,10 @@
 -- name: claim_candidates
 -- Fragment: up to %(limit)s claimable sessions this worker's pins accept, locked,
 -- oldest first: ready ones by ready_at, and running ones whose lease expired
--- (their owner died or was cut off) by expiry. Two scans, each on its own
+-- (their owner died or was cut off) by expiry. A ready session whose ready_at
+-- lies ahead was handed back until then (turns_defer) and is not taken yet
+-- (statement_timestamp(), not now(): a batched transaction may have begun
+-- before a session it can see became ready). Two scans, each on its own
 -- partial index in its own order, so idle and parked rows are never visited
 -- however many there are; SKIP LOCKED lets many workers claim at once. A row
 -- locked by one scan but not chosen stays locked only until the commit. The
@@ -9,7 +12,8 @@
 ready_pick AS (
     SELECT id, ready_at AS since
     FROM sessions
-    WHERE status = 'ready' AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
+    WHERE status = 'ready' AND ready_at <= statement_timestamp()
+      AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
       AND EXISTS (SELECT FROM claim_gate)
     ORDER BY ready_at
     LIMIT %(limit)s
@@ -191,7 +195,8 @@ GROUP BY status
 ORDER BY status
 
 -- name: sessions_queue_summary
-SELECT extract(epoch FROM now() - min(ready_at) FILTER (WHERE status = 'ready'))::float8
+SELECT extract(epoch FROM now() - min(ready_at) FILTER (WHERE status = 'ready'
+                                                       AND ready_at <= now()))::float8
            AS oldest_ready_age
 FROM sessions
 WHERE %(tenant)s::text IS NULL OR tenant = %(tenant)s

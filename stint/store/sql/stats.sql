@@ -44,8 +44,11 @@ WITH moment AS (
     FROM turns
     WHERE status IN ('queued', 'running', 'parked')
 ), ready AS (
+    -- A session handed back for quota until a later ready_at is counted ready,
+    -- but does not wait for a slot yet: it is not the oldest.
     SELECT count(*) AS sessions,
-           extract(epoch FROM now() - min(ready_at))::float8 AS oldest_age
+           extract(epoch FROM now() - min(ready_at) FILTER (WHERE ready_at <= now()))::float8
+               AS oldest_age
     FROM sessions
     WHERE status = 'ready'
 ), fleet AS (

@@ -151,6 +151,58 @@ SELECT EXISTS (SELECT FROM log_bump) AS parked, held.control, held.control_reaso
 FROM held
 WHERE EXISTS (SELECT FROM log_bump) OR held.control_turn_id = %(turn_id)s
 
+-- name: turns_defer
+-- Under the lease: the turn cannot get quota of %(scope)s for %(wait_seconds)s
+-- seconds, longer than it may wait in its slot. It goes back to queued with
+-- its committed steps kept; the session is released as ready with ready_at
+-- at the not-before time, so no claim takes it before then (the claim reads
+-- ready_at <= now()), and oldest-ready order puts it first in line after;
+-- a turn.deferred event carries the scope, the not-before time and how long
+-- the call had already waited in its slot (waited_s). A cancel
+-- or interrupt already requested for this turn wins, as in turns_park.
+WITH held AS (
+    SELECT id, control, control_turn_id, control_reason
+    FROM sessions
+    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    FOR UPDATE
+), requeued AS (
+    UPDATE turns t
+    SET status = 'queued'
+    FROM held
+    WHERE t.id = %(turn_id)s AND t.status = 'running'
+      AND held.control_turn_id IS DISTINCT FROM %(turn_id)s
+    RETURNING t.id
+), stamp AS MATERIALIZED (
+    SELECT clock_timestamp() + make_interval(secs => %(wait_seconds)s) AS not_before
+), log_new AS (
+    SELECT %(session_id)s::uuid AS session_id, requeued.id AS turn_id,
+           'turn.deferred'::text AS kind,
+           jsonb_build_object('scope', %(scope)s::text, 'not_before', stamp.not_before,
+                              'wait_s', %(wait_seconds)s::float8,
+                              'waited_s', %(waited_seconds)s::float8, 'worker', %(owner)s::text)
+               AS payload,
+           %(epoch)s::bigint AS lease_epoch, 1::bigint AS ord
+    FROM requeued, stamp
+), log_bump AS (
+    UPDATE sessions
+    SET /*include:log_reserve*/,
+        status           = 'ready',
+        ready_at         = stamp.not_before,
+        lease_owner      = NULL,
+        lease_expires_at = NULL,
+        updated_at       = now()
+    FROM stamp
+    WHERE sessions.id = %(session_id)s AND EXISTS (SELECT FROM requeued)
+    RETURNING sessions.id, sessions.last_event_seq
+), counted AS (
+    UPDATE quota_scopes
+    SET deferrals = deferrals + 1
+    WHERE scope = %(scope)s AND EXISTS (SELECT FROM log_bump)
+), /*include:log_append*/
+SELECT EXISTS (SELECT FROM log_bump) AS parked, held.control, held.control_reason
+FROM held
+WHERE EXISTS (SELECT FROM log_bump) OR held.control_turn_id = %(turn_id)s
+
 -- name: turn_columns
 -- Fragment: a turn as a client sees it, from turns t.
 t.id, t.session_id, t.seq, t.idempotency_key, t.status, t.input, t.output, t.error, t.reason,

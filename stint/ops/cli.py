@@ -1,9 +1,9 @@
 """``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
-status, check, size, demo, embedded, keys, api).
+status, check, size, demo, embedded, keys, admission, api).
 
 Exit codes, the same for every command: 0 done; 1 a failure (the database, a
 failed check); 2 bad input or configuration (one line on stderr, nothing
-written); 3 refused by the queue (full, or busy with ``--busy reject``); 130
+written); 3 refused by the queue (an admission limit, or busy with ``--busy reject``); 130
 interrupted; 141 the reader of standard output went away (``| head``).
 """
 
@@ -26,6 +26,7 @@ from stint.config.logs import setup_logging
 from stint.config.options import add_setting, overrides_from
 from stint.config.settings import Settings, SettingsError, field_range, load_settings
 from stint.config.target import embedded_cluster, resolve_store_config, workspace_dir
+from stint.ops.admission import add_admission_parser, admission_json, run_admission
 from stint.ops.checks import run_checks
 from stint.ops.follow import follow_events
 from stint.ops.inputs import (
@@ -40,12 +41,13 @@ from stint.ops.inputs import (
 from stint.ops.show import session_json, turn_of_session_json
 from stint.ops.sizing import measured_profile, render_sizing, size
 from stint.ops.status import render_status
+from stint.store.admission import AdmissionStore
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.controls import ControlStore
 from stint.store.errors import (
+    AdmissionRefused,
     InvalidInput,
-    QueueFull,
     SessionBusy,
     StoreError,
     UnknownSession,
@@ -142,7 +144,6 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             turn_input=turn_input,
             tenant=tenant,
             pin=pin,
-            queue_limit=settings.session_queue_limit,
             timeout_seconds=timeout,
             busy=BusyStrategy(args.busy),
             # With a key and no session, a retry must find the session, not make another.
@@ -264,11 +265,26 @@ async def cmd_prune(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     config = resolve_store_config(settings)
 
-    async def status(client: ClientStore) -> int:
-        print(render_status(await client.status(), as_json=args.json))
-        return 0
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        summary = await ClientStore(config, pool).status()
+        admission = AdmissionStore(config, pool)
+        limits = admission_json(
+            await admission.admission_list(), await admission.admission_backlog()
+        )
+    finally:
+        await pool.close()
+    print(render_status(summary, limits, as_json=args.json))
+    return 0
 
-    return await _with_client(config, status)
+
+async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
+    config = resolve_store_config(settings)
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        return await run_admission(AdmissionStore(config, pool), args)
+    finally:
+        await pool.close()
 
 
 async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
@@ -539,6 +555,8 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("key_id", metavar="KEY_ID", help="from keys create or keys list")
     p.set_defaults(run=cmd_keys)
 
+    add_admission_parser(sub).set_defaults(run=cmd_admission)
+
     p = sub.add_parser(
         "api",
         help="serve the HTTP API (needs the api extra); SIGTERM stops it",
@@ -597,7 +615,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     except (UsageError, InvalidInput) as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (QueueFull, SessionBusy) as exc:
+    except (AdmissionRefused, SessionBusy) as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
         return EXIT_QUEUE_FULL
     except StoreError as exc:

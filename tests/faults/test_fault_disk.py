@@ -77,7 +77,7 @@ def assert_whole_lines(content: bytes) -> None:
 
 async def enqueue(client: ClientStore, sid: UUID | None, key: str) -> UUID:
     queued = await client.turns_enqueue(
-        session_id=sid, idempotency_key=key, turn_input={"min_wait_ms": 0}, queue_limit=64
+        session_id=sid, idempotency_key=key, turn_input={"min_wait_ms": 0}
     )
     return queued.session_id
 

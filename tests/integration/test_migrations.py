@@ -42,6 +42,7 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "maintenance",
         "leaders",
         "stats_samples",
+        "admission_limits",
     }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
@@ -96,12 +97,18 @@ class _Backlog:
 _UNLIMITED = EffectiveLimits(None, None, None, None)
 
 
-def _who(tenant: str | None) -> str:
-    return f"tenant {tenant}" if tenant is not None else "sessions without a tenant"
+def _tenant_name(tenant: str | None) -> str:
+    return f"tenant {tenant}" if tenant is not None else "no tenant"
 
 
 def _refuse(limit: AdmissionLimit, value: int, tenant: str | None, what: str) -> AdmissionRefused:
-    owner = "all tenants" if limit is AdmissionLimit.GLOBAL_BACKLOG else _who(tenant)
+    """The one-line refusal: which limit, its value, and whose it is."""
+    if limit is AdmissionLimit.GLOBAL_BACKLOG:
+        owner = "all tenants"
+    elif tenant is None:
+        owner = "sessions without a tenant"
+    else:
+        owner = _tenant_name(tenant)
     return AdmissionRefused(
         f"admission refused: {limit} limit of {value} {what} reached for {owner}; "
         "nothing was written",
@@ -119,14 +126,16 @@ async def effective_limits(
     return found or _UNLIMITED
 
 
-def check_session_queue(limits: EffectiveLimits, *, queued: int, tenant: str | None) -> None:
+def check_session_queue(
+    limits: EffectiveLimits, *, session_id: UUID, queued: int, tenant: str | None
+) -> None:
     """Refuse a turn for a session that already holds ``max_session_queue``
     unfinished turns (the caller holds the session's row lock)."""
     limit = limits.max_session_queue
     if limit is not None and queued >= limit:
         raise QueueFull(
-            f"queue full ({queued} queued, {AdmissionLimit.MAX_SESSION_QUEUE} {limit}); "
-            "nothing was written",
+            f"queue full: {AdmissionLimit.MAX_SESSION_QUEUE} limit of {limit} unfinished turns "
+            f"reached for session {session_id} ({_tenant_name(tenant)}); nothing was written",
             limit=str(AdmissionLimit.MAX_SESSION_QUEUE),
             value=limit,
             tenant=tenant,

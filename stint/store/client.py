@@ -214,7 +214,7 @@ class ClientStore:
                     return EnqueueResult(sid, existing.id, existing.seq, created=False)
             queued = locked.queued_turns
             limits = await effective_limits(conn, tenant=locked.tenant)
-            check_session_queue(limits, queued=queued, tenant=locked.tenant)
+            check_session_queue(limits, session_id=sid, queued=queued, tenant=locked.tenant)
             if queued and busy is BusyStrategy.REJECT:
                 raise SessionBusy(
                     f"session busy ({queued} turn(s) in progress or queued); nothing was written"

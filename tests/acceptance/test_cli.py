@@ -77,7 +77,10 @@ async def test_full_queue_exits_3_and_writes_nothing(cluster: Cluster, pool: Poo
     before = await _counts(pool)
     full = cluster.stint("enqueue", "--session", sid, "{}")
     assert full.returncode == 3
-    assert "queue full (2 queued, max_session_queue 2)" in full.stderr
+    assert full.stderr.strip() == (
+        "stint enqueue: queue full: max_session_queue limit of 2 unfinished turns reached for "
+        f"session {sid} (no tenant); nothing was written"
+    )
     assert len(full.stderr.strip().splitlines()) == 1
     assert await _counts(pool) == before
 

@@ -150,8 +150,12 @@ async def test_the_per_session_queue_limit_is_read_from_the_database(
 ) -> None:
     await set_limits(pool, db.config, {SESSION_QUEUE: 1}, tenant="acme")
     first = await _new(client, "acme")
-    with pytest.raises(QueueFull, match="max_session_queue 1"):
+    with pytest.raises(QueueFull) as full:
         await client.turns_enqueue(session_id=first.session_id, idempotency_key="2", turn_input={})
+    assert str(full.value) == (
+        f"queue full: max_session_queue limit of 1 unfinished turns reached for session "
+        f"{first.session_id} (tenant acme); nothing was written"
+    )
     other = await _new(client, "other")  # the default's 16 still holds for others
     assert (
         await client.turns_enqueue(session_id=other.session_id, idempotency_key="2", turn_input={})

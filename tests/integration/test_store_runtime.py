@@ -70,7 +70,9 @@ async def test_enqueue_refusals_write_nothing(
     first = await client.turns_enqueue(session_id=None, idempotency_key="a", turn_input={"x": 1})
     await client.turns_enqueue(session_id=first.session_id, idempotency_key="b", turn_input={})
     before = (await count_rows(pool, "turns"), await count_rows(pool, "sessions"))
-    with pytest.raises(QueueFull, match=r"queue full \(2 queued, max_session_queue 2\)"):
+    with pytest.raises(
+        QueueFull, match=r"queue full: max_session_queue limit of 2 unfinished turns reached"
+    ):
         await client.turns_enqueue(session_id=first.session_id, idempotency_key="c", turn_input={})
     with pytest.raises(IdempotencyConflict):
         await client.turns_enqueue(

@@ -75,7 +75,7 @@ __all__ = ["main"]
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
-EXIT_QUEUE_FULL = 3
+EXIT_REFUSED = 3
 EXIT_INTERRUPTED = 130
 EXIT_PIPE_CLOSED = 141
 
@@ -431,7 +431,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("migrate", help="apply pending schema migrations and say what was done")
     p.set_defaults(run=cmd_migrate)
 
-    p = sub.add_parser("enqueue", help="queue one turn (creates a session without --session)")
+    p = sub.add_parser(
+        "enqueue",
+        help="queue one turn (creates a session without --session); exit 3 when an admission "
+        "limit (stint admission) refuses it",
+    )
     p.add_argument(
         "input_json", metavar="INPUT_JSON", help="the turn input, a JSON object; - reads stdin"
     )
@@ -507,7 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_setting(p, "--workspace", "workspace", type=Path, metavar="DIR")
     p.set_defaults(run=cmd_prune)
 
-    p = sub.add_parser("status", help="workers, sessions by status, queued turns")
+    p = sub.add_parser(
+        "status", help="workers, sessions by status, queued turns, admission limits and usage"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(run=cmd_status)
 
@@ -617,7 +623,7 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     except (AdmissionRefused, SessionBusy) as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
-        return EXIT_QUEUE_FULL
+        return EXIT_REFUSED
     except StoreError as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -9,6 +9,8 @@
 #
 # Configuration (read at the first start, when the data directory is empty):
 #   POSTGRES_PASSWORD (required), POSTGRES_USER (postgres), POSTGRES_DB (= user);
+#   POSTGRES_APP_USER and POSTGRES_APP_PASSWORD (optional): a plain login role for
+#   Stint's workers and API, granted its privileges by `STINT_APP_ROLE=... stint migrate`;
 #   PGPORT (5432) is the port, honoured by the server and by the healthcheck.
 # Arguments are passed to `postgres`, e.g. `-c max_connections=200`.
 ARG BASE_IMAGE=python:3.11-slim

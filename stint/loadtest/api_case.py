@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import resource
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,6 +28,7 @@ from stint.loadtest.environment import environment
 from stint.loadtest.figures import phase_figures
 from stint.loadtest.followers import Follower, judge, latency_figures, open_followers
 from stint.loadtest.model import SCHEMA_VERSION, Backend, CaseSpec, PhaseFigures
+from stint.loadtest.ports import free_port
 from stint.loadtest.runner import WORKER_SETTINGS, burst, burst_deadline, until_finished
 from stint.loadtest.sse import http_status
 from stint.ops.checks import Check, run_checks
@@ -151,13 +151,6 @@ class _ApiSampler:
             await asyncio.sleep(_SAMPLE_S)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((_HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _cpu_seconds(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
@@ -243,7 +236,7 @@ async def _measure(
         token = (await KeyStore(config, pool).keys_create(tenant=_TENANT)).token
         sessions = [await client.sessions_create(tenant=_TENANT) for _ in range(spec.sessions)]
         db_env = {"STINT_DATABASE_URL": config.conninfo, "STINT_SCHEMA": config.schema}
-        port = _free_port()
+        port = free_port(_HOST)
         api = spawn_api(env={**API_SETTINGS, **db_env}, port=port, log_path=case_dir / "api.log")
         await _until_ready(api, port, time.monotonic() + 60)
         process = psutil.Process(api.pid)

@@ -7,8 +7,11 @@ and measured until every turn finished. Figures: turns/s from PostgreSQL audit
 times; worker CPU ms per turn and peak RSS per worker (psutil, sampled every
 50 ms); database statements per turn from pg_stat_statements (each Stint
 statement is one round trip and one autocommit transaction; claims, lease
-renewals and shutdown are included). Writes ``docs/bench/latest.json`` and
-appends a line per configuration to ``docs/benchmarks.md``.
+renewals and shutdown are included); how often a statement waited for one of
+the worker's few pool connections and for how long, scraped from each worker's
+``/metrics`` at the end (so the workers run as deployed: health port and
+metrics on). Writes ``docs/bench/latest.json`` and appends a line per
+configuration to ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,8 +33,10 @@ from typing import Any
 
 import psutil
 import uvloop
+from prometheus_client.parser import text_string_to_metric_families
 
 from stint.loadtest.environment import DOCS
+from stint.loadtest.ports import free_port
 from stint.ops.processes import spawn_worker, stop_workers
 from stint.postgres.scratch import ScratchDatabases, ScratchTarget
 from stint.postgres.throwaway import ThrowawayTemplate
@@ -56,6 +62,32 @@ class BenchResult:
     peak_rss_mib_per_worker: float
     statements_per_turn: float
     failed_turns: int
+    pool_borrows_waited: float
+    pool_wait_ms_per_turn: float
+
+
+@dataclass(frozen=True)
+class PoolWait:
+    """One worker's pool counters from its ``/metrics``."""
+
+    borrows: float
+    queued: float
+    seconds: float
+
+
+def _pool_wait(port: int) -> PoolWait:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    values = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    return PoolWait(
+        borrows=values.get("stint_pool_requests_total", 0.0),
+        queued=values.get("stint_pool_requests_queued_total", 0.0),
+        seconds=values.get("stint_pool_wait_seconds_total", 0.0),
+    )
 
 
 async def _enqueue_all(client: ClientStore, turns: int) -> None:
@@ -94,8 +126,10 @@ async def run_one(target: ScratchTarget, workers: int, slots: int, turns: int) -
     pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=8)
     client = ClientStore(config, pool)
     probe = ProbeStore(config, pool)
+    ports = [free_port() for _ in range(workers)]
     procs: list[subprocess.Popen[bytes]] = [
-        spawn_worker(env=env, args=["--slots", str(slots)]) for _ in range(workers)
+        spawn_worker(env={**env, "STINT_HEALTH_PORT": str(port)}, args=["--slots", str(slots)])
+        for port in ports
     ]
     try:
         await _workers_registered(probe, workers)
@@ -113,6 +147,7 @@ async def run_one(target: ScratchTarget, workers: int, slots: int, turns: int) -
             await asyncio.sleep(_SAMPLE_SECONDS)
         cpu = sum(_cpu(h) for h in handles) - cpu_before
         timings = await probe.turns_timings()
+        waits = [await asyncio.to_thread(_pool_wait, port) for port in ports]
         codes = stop_workers(procs)
         if any(codes):
             raise RuntimeError(f"bench: workers exited with {codes}")
@@ -131,6 +166,10 @@ async def run_one(target: ScratchTarget, workers: int, slots: int, turns: int) -
         peak_rss_mib_per_worker=round(peak_rss / 2**20, 1),
         statements_per_turn=round(statements / len(timings), 2),
         failed_turns=sum(1 for t in timings if t.status != "succeeded"),
+        pool_borrows_waited=round(
+            sum(w.queued for w in waits) / max(1.0, sum(w.borrows for w in waits)), 4
+        ),
+        pool_wait_ms_per_turn=round(sum(w.seconds for w in waits) * 1000 / len(timings), 3),
     )
 
 
@@ -190,7 +229,8 @@ def _write(results: list[BenchResult], command: str) -> None:
             out.write(
                 f"| {stamp} | {r.workers} x {r.slots} | {r.turns} | {r.turns_per_second} | "
                 f"{r.cpu_ms_per_turn} | {r.peak_rss_mib_per_worker} | "
-                f"{r.statements_per_turn} | {r.failed_turns} |\n"
+                f"{r.statements_per_turn} | {r.failed_turns} | "
+                f"{r.pool_borrows_waited} | {r.pool_wait_ms_per_turn} |\n"
             )
 
 
@@ -200,10 +240,13 @@ Zero-wait scripted turns through real `worker` processes on a fresh, durable thr
 PostgreSQL on the same 2-core machine. Made by `make bench` (`python -m stint.loadtest.bench`);
 the latest run's JSON is [bench/latest.json](bench/latest.json). Statements per turn count
 every statement the workers ran, from pg_stat_statements (each is one round trip and one
-autocommit transaction), claims, lease renewals and shutdown included.
+autocommit transaction), claims, lease renewals and shutdown included. The workers run as
+deployed, with their health port and /metrics on; "pool waited" is the fraction of pool
+borrows that waited for a free connection and "pool wait" the time spent so, per turn.
 
-| when | W x S | turns | turns/s | CPU ms/turn | peak RSS MiB/worker | statements/turn | failed |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+| when | W x S | turns | turns/s | CPU ms/turn | peak RSS MiB/worker | statements/turn | failed \
+| pool waited | pool wait ms/turn |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 """
 
 

@@ -25,7 +25,6 @@ import importlib
 import importlib.util
 import os
 import secrets
-import socket
 import tempfile
 import time
 import warnings
@@ -37,6 +36,7 @@ import psycopg
 
 from stint.loadtest.cgroups import Cgroup, CgroupMemory, memory_of_process
 from stint.loadtest.errors import BackendError, noting_failure
+from stint.loadtest.ports import free_port
 from stint.postgres.pgbin import make_conninfo
 
 __all__ = [
@@ -111,12 +111,6 @@ def _ask(docker: Any, question: Any, timeout: float) -> bool:
         client.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class ContainerServer:
     """A PostgreSQL container limited by Docker (testcontainers is imported only here)."""
 
@@ -155,7 +149,7 @@ class ContainerServer:
         for key, value in settings.items():
             command += ["-c", f"{key}={value}"]
         for attempt in range(1, _PORT_ATTEMPTS + 1):
-            port = _free_port()
+            port = free_port()
             container = (
                 DockerContainer(CONTAINER_IMAGE)
                 .with_env("POSTGRES_PASSWORD", password)

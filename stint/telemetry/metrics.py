@@ -68,6 +68,18 @@ class QueueFigures:
 
 
 @dataclass(frozen=True)
+class PoolFigures:
+    """The worker pool's counters at scrape time (psycopg_pool's ``get_stats``)."""
+
+    connections: int
+    idle: int
+    waiting: int
+    requests: int
+    queued: int
+    wait_seconds: float
+
+
+@dataclass(frozen=True)
 class WorkerState:
     """A worker's state at scrape time."""
 
@@ -78,6 +90,7 @@ class WorkerState:
     rerun_alone: int
     largest_batch: int
     leader: bool
+    pool: PoolFigures
     queue: QueueFigures | None
 
 
@@ -100,6 +113,7 @@ class _StateCollector(Collector):
             state.rerun_alone,
         )
         yield _gauge(names.BATCH_LARGEST, "Largest batch so far", state.largest_batch)
+        yield from _pool_metrics(state.pool)
         yield _gauge(
             names.SAMPLER_LEADER, "1 on the worker elected to sample the queue", int(state.leader)
         )
@@ -122,6 +136,19 @@ class _StateCollector(Collector):
         yield _gauge(names.FLEET_WORKERS, "Live workers", queue.live_workers)
         yield _gauge(names.FLEET_SLOTS, "Slots of live workers", queue.total_slots)
         yield _gauge(names.FLEET_SLOTS_BUSY, "Sessions held by a worker", queue.busy_slots)
+
+
+def _pool_metrics(pool: PoolFigures) -> Iterator[Metric]:
+    yield _gauge(names.POOL_CONNECTIONS, "Connections the worker's pool holds", pool.connections)
+    yield _gauge(names.POOL_IDLE, "Pool connections idle now", pool.idle)
+    yield _gauge(names.POOL_REQUESTS_WAITING, "Statements waiting for a connection", pool.waiting)
+    yield _counter(names.POOL_REQUESTS, "Connections borrowed from the pool", pool.requests)
+    yield _counter(
+        names.POOL_REQUESTS_QUEUED, "Borrows that waited for a free connection", pool.queued
+    )
+    yield _counter(
+        names.POOL_WAIT_SECONDS, "Seconds spent waiting for a pool connection", pool.wait_seconds
+    )
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

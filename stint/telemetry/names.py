@@ -37,6 +37,12 @@ __all__ = [
     "LEASE_RENEWAL_FAILURES",
     "MODEL_CALLS",
     "MODEL_TOKENS",
+    "POOL_CONNECTIONS",
+    "POOL_IDLE",
+    "POOL_REQUESTS",
+    "POOL_REQUESTS_QUEUED",
+    "POOL_REQUESTS_WAITING",
+    "POOL_WAIT_SECONDS",
     "QUEUE_OLDEST_READY_SECONDS",
     "QUEUE_PARKED_TURNS",
     "QUEUE_QUEUED_TURNS",
@@ -107,6 +113,14 @@ BATCHES = "stint_batches_total"
 BATCH_STATEMENTS = "stint_batch_statements_total"
 BATCH_RERUN_ALONE = "stint_batch_rerun_alone_total"
 BATCH_LARGEST = "stint_batch_largest"
+# The worker's one small pool (psycopg_pool's own counters): how often a statement
+# waited for a connection and for how long, the figure that sizes STINT_POOL_SIZE.
+POOL_CONNECTIONS = "stint_pool_connections"
+POOL_IDLE = "stint_pool_idle_connections"
+POOL_REQUESTS = "stint_pool_requests_total"
+POOL_REQUESTS_QUEUED = "stint_pool_requests_queued_total"
+POOL_REQUESTS_WAITING = "stint_pool_requests_waiting"
+POOL_WAIT_SECONDS = "stint_pool_wait_seconds_total"
 
 # Read by the one elected sampler; exported only by the worker that holds it.
 SAMPLER_LEADER = "stint_sampler_leader"

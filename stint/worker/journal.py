@@ -6,7 +6,10 @@ step may commit, so a crash between the two is found by ``lookup``. Appends
 take an exclusive ``flock`` and refuse a key that is already present, so even a
 zombie worker that wakes up mid-effect cannot write the same effect twice.
 Effects are a session's private data: files are 0600 in a 0700 folder,
-whatever the umask, and a folder found wider is narrowed. Retention removes a
+whatever the umask, and a folder of ours found wider is narrowed (a shared
+volume mounted by someone else, e.g. a container's workspace owned by root, is
+left as its owner set it: only its owner may change it, and the files in it
+are 0600 all the same). Retention removes a
 journal only under the same lock, and an append that finds its file was
 removed meanwhile opens it again, so no effect is ever written to a removed file.
 """
@@ -29,9 +32,11 @@ _DIR_MODE = 0o700
 
 
 def private_dir(path: Path) -> None:
-    """Create ``path`` (and parents) if needed; make it 0700 (owner only)."""
+    """Create ``path`` (and parents) if needed; make it 0700 (owner only) when it
+    is ours to change."""
     path.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
-    if path.stat().st_mode & 0o777 != _DIR_MODE:
+    found = path.stat()
+    if found.st_uid == os.geteuid() and found.st_mode & 0o777 != _DIR_MODE:
         path.chmod(_DIR_MODE)
 
 

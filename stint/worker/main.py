@@ -180,7 +180,13 @@ def _metrics(
     otherwise prometheus_client is never imported."""
     if not (settings.metrics and settings.health_port):
         return None
-    from stint.telemetry.metrics import CONTENT_TYPE, QueueFigures, WorkerState, render
+    from stint.telemetry.metrics import (
+        CONTENT_TYPE,
+        PoolFigures,
+        QueueFigures,
+        WorkerState,
+        render,
+    )
 
     def state() -> WorkerState:
         stats = store.batcher.stats
@@ -200,6 +206,7 @@ def _metrics(
                 busy_slots=sample.busy_slots,
             )
         slots = supervisor.slots
+        pool = store.pool.get_stats()
         return WorkerState(
             slots=slots.capacity,
             busy=slots.capacity - slots.free,
@@ -208,6 +215,14 @@ def _metrics(
             rerun_alone=stats.rerun_alone,
             largest_batch=stats.largest,
             leader=sampler is not None and sampler.leader,
+            pool=PoolFigures(
+                connections=pool.get("pool_size", 0),
+                idle=pool.get("pool_available", 0),
+                waiting=pool.get("requests_waiting", 0),
+                requests=pool.get("requests_num", 0),
+                queued=pool.get("requests_queued", 0),
+                wait_seconds=pool.get("requests_wait_ms", 0) / 1000,
+            ),
             queue=queue,
         )
 

@@ -88,6 +88,11 @@ async def test_metrics_after_a_burst_match_the_database(
     assert total(pages, "stint_unknown_effects_total") == unknown == 0
     assert total(pages, "stint_leases_lost_total") == 0
     assert total(pages, "stint_worker_slots") == 4
+    for page in pages:  # each worker's statements borrowed from its own small pool
+        assert 1 <= (value(page, "stint_pool_connections") or 0) <= 2  # STINT_POOL_SIZE
+        borrows = value(page, "stint_pool_requests_total") or 0
+        assert 0 <= (value(page, "stint_pool_requests_queued_total") or 0) <= borrows
+        assert borrows > 0 and value(page, "stint_pool_wait_seconds_total") is not None
     assert total(pages, "stint_sampler_leader") == 1  # one elected sampler, whichever it is
 
     # The sampler's last reading: nothing queued, nothing held, what finished counted.

@@ -14,14 +14,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 from psycopg import sql
 
-from stint.ops.processes import spawn_worker
+from stint.ops.processes import spawn_api, spawn_worker
 from stint.store.migrate import migration_files
 from tests.passwords import Login, PasswordDatabase
 from tests.polling import wait_until
+from tests.scrape import free_port
 
 LATEST = migration_files()[-1]
 
@@ -176,3 +178,87 @@ def test_worker_without_auto_migrate_names_the_missing_migration(
     [line] = refused.stderr.strip().splitlines()
     assert "cannot apply migrations" in line and "owner role" in line
     assert "Traceback" not in checked.stderr + refused.stderr
+
+
+async def test_app_role_creates_keys_serves_the_api_and_samples_the_queue(
+    password_db: PasswordDatabase, tmp_path: Path
+) -> None:
+    # What a deployment runs as the app role besides the CLI: `stint keys create`,
+    # `stint api` (keys, sessions, turns, events, the dashboard's reads) and a worker
+    # with a health port, whose elected sampler writes the queue's samples.
+    assert _migrate_as_owner(password_db, tmp_path).returncode == 0
+    env = _env(
+        password_db,
+        password_db.app,
+        tmp_path,
+        STINT_AUTO_MIGRATE="false",
+        STINT_HEALTH_PORT=str(free_port()),
+        STINT_SAMPLE_SECONDS="0.2",
+    )
+    created = _stint(env, "keys", "create", "--tenant", "acme")
+    assert created.returncode == 0, created.stderr
+    auth = {"Authorization": f"Bearer {json.loads(created.stdout)['token']}"}
+    port = free_port()
+    api = spawn_api(env=env, port=port, log_path=tmp_path / "api.log")
+    worker = spawn_worker(env=env, args=["--slots", "1"], log_path=tmp_path / "worker.log")
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+
+            async def ready() -> bool:
+                assert api.poll() is None, (tmp_path / "api.log").read_text()
+                try:
+                    return (await http.get("/readyz")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await wait_until(ready, what="the API answered /readyz as the app role")
+            session = await http.post("/v1/sessions", json={}, headers=auth)
+            assert session.status_code == 201, session.text
+            session_id = session.json()["id"]
+            queued = await http.post(
+                f"/v1/sessions/{session_id}/turns",
+                json={"input": {"min_wait_ms": 0}},
+                headers={**auth, "Idempotency-Key": "t1"},
+            )
+            assert queued.status_code == 201, queued.text
+            turn_id = queued.json()["turn_id"]
+
+            async def succeeded() -> bool:
+                return _turn_status(password_db, turn_id) == "succeeded"
+
+            await wait_until(succeeded, what="the API's turn succeeded")
+            events = await http.get(f"/v1/sessions/{session_id}/events?format=json", headers=auth)
+            assert events.status_code == 200, events.text
+            for path in ("/v1/sessions", "/v1/status"):
+                answered = await http.get(path, headers=auth)
+                assert answered.status_code == 200, (path, answered.text)
+            operator = _stint(env, "keys", "create", "--operator", "--tenant", "ops")
+            assert operator.returncode == 0, operator.stderr
+            token = json.loads(operator.stdout)["token"]
+            signed_in = await http.post(
+                "/dashboard/login", data={"key": token, "next": "/dashboard/"}
+            )
+            assert signed_in.status_code == 303, signed_in.text
+            for page in ("overview", "workers", "sessions", f"sessions/{session_id}"):
+                answered = await http.get(f"/dashboard/{page}")
+                assert answered.status_code == 200, (page, answered.text)
+
+        async def sampled() -> bool:
+            with password_db.superuser() as conn:
+                row = conn.execute(
+                    sql.SQL("SELECT count(*) FROM {}.stats_samples").format(
+                        sql.Identifier(password_db.schema)
+                    )
+                ).fetchone()
+            return bool(row and row[0])
+
+        await wait_until(sampled, what="the app role's sampler wrote a sample")
+    finally:
+        for process in (api, worker):
+            process.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0, (tmp_path / "worker.log").read_text()
+        api.wait(timeout=60)
+    for log in ("api.log", "worker.log"):
+        text = (tmp_path / log).read_text()
+        assert "permission denied" not in text.lower(), text
+        assert password_db.app.password not in text

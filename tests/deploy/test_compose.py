@@ -1,5 +1,6 @@
-"""deploy/compose.yaml on a real engine: PostgreSQL, the one-shot migration, two
-workers; turns run; ``stop`` drains every worker to exit 0.
+"""deploy/compose.yaml on a real engine: PostgreSQL, the one-shot migration as the
+owner, two workers and the API logged in as the least-privilege app role; turns
+run; the owner prunes; ``stop`` drains every worker to exit 0.
 
 Runs with whichever compose the machine has: ``docker compose`` (v2) or
 Debian's ``docker-compose`` (v1, the only one its packages offer; .ci/run installs it).
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 import pytest_asyncio
 
@@ -34,6 +36,8 @@ pytestmark = pytest.mark.docker
 
 COMPOSE_FILE = Path(__file__).resolve().parents[2] / "deploy" / "compose.yaml"
 TURNS = 8
+OWNER = "stint"
+APP_ROLE = "stint_app"
 
 
 def _free_port() -> int:
@@ -74,8 +78,12 @@ def project() -> Iterator[Project]:
         pytest.skip("no compose tool (docker compose, or Debian's docker-compose)")
     port = _free_port()
     password = secrets.token_urlsafe(12)
-    env = {"STINT_PG_PORT": str(port), "STINT_PG_PASSWORD": password}
-    url = f"postgresql://stint:{password}@127.0.0.1:{port}/stint"
+    env = {
+        "STINT_PG_PORT": str(port),
+        "STINT_PG_PASSWORD": password,
+        "STINT_APP_PASSWORD": secrets.token_urlsafe(12),
+    }
+    url = f"postgresql://{OWNER}:{password}@127.0.0.1:{port}/stint"  # the owner's, for checks
     made = Project(command, f"stinttest{uuid.uuid4().hex[:8]}", env, url)
     try:
         yield made
@@ -93,14 +101,38 @@ async def pool(project: Project) -> AsyncIterator[Pool]:
         await opened.close()
 
 
+async def _logins(pool: Pool) -> dict[str, set[str]]:
+    """Who each worker and API connection open now logged in as, by application_name."""
+    rows = await fetch(
+        pool,
+        "SELECT application_name, usename FROM pg_stat_activity"
+        " WHERE datname = current_database() AND starts_with(application_name, 'stint-')"
+        " AND application_name <> 'stint-cli'",  # this test's own pool, as the owner
+    )
+    found: dict[str, set[str]] = {}
+    for name, user in rows:
+        found.setdefault(str(name), set()).add(str(user))
+    return found
+
+
 async def test_compose_up_runs_turns_and_stop_drains_the_workers(
     project: Project, pool: Pool
 ) -> None:
     [migrate] = project.containers("migrate")
     assert engine.state(migrate)["ExitCode"] == 0
-    assert "up to date" in engine.logs(migrate)
+    migrated = engine.logs(migrate)
+    assert "up to date" in migrated
+    assert f"role {APP_ROLE}: granted the worker/API privileges" in migrated
     workers = project.containers("worker")
     assert len(workers) == 2  # deploy.replicas
+    [postgres] = project.containers("postgres")
+    roles = await fetch(
+        pool,
+        "SELECT rolname, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = %s",
+        APP_ROLE,
+    )
+    assert roles == [(APP_ROLE, False, False, False)]
+    assert project.env["STINT_APP_PASSWORD"] not in engine.logs(postgres)
 
     async def both_registered() -> bool:
         rows = await fetch(pool, "SELECT count(*) FROM workers WHERE state = 'running'")
@@ -130,6 +162,28 @@ async def test_compose_up_runs_turns_and_stop_drains_the_workers(
         return answer.status_code == 200
 
     await wait_until(api_ready, what="the API container ready", within=60)
+
+    # Workers (their pool and LISTEN connections) and the API log in as the app role.
+    logins = await _logins(pool)
+    for name in ("stint-worker-pool", "stint-worker-listen", "stint-api"):
+        assert logins.get(name) == {APP_ROLE}, logins
+    assert not any(OWNER in users for users in logins.values()), logins
+    # ... which may not do the owner's work: DDL, deletes, rewriting the event log.
+    app_url = project.url.replace(
+        f"{OWNER}:{project.env['STINT_PG_PASSWORD']}@",
+        f"{APP_ROLE}:{project.env['STINT_APP_PASSWORD']}@",
+    )
+    async with await psycopg.AsyncConnection.connect(app_url, autocommit=True) as app:
+        for statement in (
+            "DELETE FROM stint.turns",
+            "UPDATE stint.events SET seq = seq",
+            "CREATE TABLE stint.intruder (id int)",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                await app.execute(statement)
+    # Retention is the owner's: the migrate service's image and URL run `stint prune`.
+    pruned = project.run("run", "--rm", "migrate", "prune", timeout=120)
+    assert project.env["STINT_PG_PASSWORD"] not in pruned.stdout + pruned.stderr
     project.run("stop", "worker", timeout=120)
     for container in workers:
         assert engine.state(container)["ExitCode"] == 0, engine.logs(container)[-2000:]

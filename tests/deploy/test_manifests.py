@@ -12,8 +12,9 @@ from __future__ import annotations
 import copy
 import json
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import kubernetes_validate
@@ -57,6 +58,51 @@ def _worker() -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
     return deployment, container, env
 
 
+def _pod(name: str) -> dict[str, Any]:
+    """The pod spec of a Deployment, Job or CronJob."""
+    spec = MANIFESTS[name]["spec"]
+    if "jobTemplate" in spec:
+        spec = spec["jobTemplate"]["spec"]
+    pod: dict[str, Any] = spec["template"]["spec"]
+    return pod
+
+
+def _database_key(name: str) -> str:
+    """The Secret key a workload's one container reads its database URL from:
+    STINT_DATABASE_URL_FILE, through the volume mounted there, to the one key that
+    volume projects (or a secretKeyRef on STINT_DATABASE_URL)."""
+    pod = _pod(name)
+    [container] = pod["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    secret = MANIFESTS["Secret/stint-database"]["metadata"]["name"]
+    if "STINT_DATABASE_URL" in env:
+        assert "STINT_DATABASE_URL_FILE" not in env, f"{name}: both URL variables"
+        ref = env["STINT_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+        assert ref["name"] == secret
+        return str(ref["key"])
+    path = PurePosixPath(env["STINT_DATABASE_URL_FILE"]["value"])
+    [mount] = [
+        m for m in container.get("volumeMounts", []) if path.parent == PurePosixPath(m["mountPath"])
+    ]
+    assert mount.get("readOnly") is True, f"{name}: the secret is mounted writable"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    source = volumes[mount["name"]]["secret"]
+    assert source["secretName"] == secret, f"{name}: {source}"
+    # Only the key it needs: the other role's URL is not in the pod at all.
+    [item] = source["items"]
+    assert item["path"] == path.name, f"{name}: {item} is not {path}"
+    # 0400 readable by the pod's user: the kubelet gives the file the pod's fsGroup.
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsUser"]
+    return str(item["key"])
+
+
+def _secret_user(key: str) -> str:
+    url = MANIFESTS["Secret/stint-database"]["stringData"][key]
+    user = urlsplit(url).username
+    assert user, f"the Secret's {key} names no user"
+    return user
+
+
 def _strict(schema: Any) -> Any:
     """The schema with unknown fields refused, as the API server's strict field
     validation (kubectl's default) refuses them."""
@@ -93,6 +139,7 @@ def test_the_kustomization_applies_every_manifest() -> None:
         "CronJob/stint-prune",
         "Deployment/stint-worker",
         "PodDisruptionBudget/stint-worker",
+        "TriggerAuthentication/stint-database",
         "ScaledObject/stint-worker",
     }
 
@@ -158,8 +205,8 @@ def test_the_worker_deployment_drains_within_its_grace_and_probes_its_health_por
 def test_the_pods_run_as_the_images_non_root_user() -> None:
     uid = re.search(r"^ARG STINT_UID=(\d+)$", (DEPLOY / "Dockerfile").read_text(), re.M)
     assert uid is not None
-    for name in ("Deployment/stint-worker", "Job/stint-migrate"):
-        pod = MANIFESTS[name]["spec"]["template"]["spec"]
+    for name in ("Deployment/stint-worker", "Job/stint-migrate", "CronJob/stint-prune"):
+        pod = _pod(name)
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] == int(uid.group(1))
         for container in pod["containers"]:
@@ -192,16 +239,6 @@ def test_the_references_between_manifests_resolve() -> None:
     assert "minAvailable" not in pdb["spec"]  # it would block drains at zero replicas
 
     secret = MANIFESTS["Secret/stint-database"]
-    refs = [
-        e["valueFrom"]["secretKeyRef"]
-        for doc in (deployment, MANIFESTS["Job/stint-migrate"])
-        for c in doc["spec"]["template"]["spec"]["containers"]
-        for e in c["env"]
-        if "secretKeyRef" in e.get("valueFrom", {})
-    ]
-    assert refs and all(
-        r["name"] == secret["metadata"]["name"] and r["key"] in secret["stringData"] for r in refs
-    )
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
     claim = volumes["workspace"]["persistentVolumeClaim"]["claimName"]
     assert f"PersistentVolumeClaim/{claim}" in MANIFESTS
@@ -211,10 +248,51 @@ def test_the_references_between_manifests_resolve() -> None:
 
     job = MANIFESTS["Job/stint-migrate"]["spec"]["template"]["spec"]["containers"][0]
     assert job["command"] == ["/opt/stint/bin/stint", "migrate"]
+    [prune] = _pod("CronJob/stint-prune")["containers"]
+    assert prune["command"] == ["/opt/stint/bin/stint", "prune"]
+
+
+def test_the_owner_migrates_and_prunes_and_the_workers_log_in_as_the_app_role() -> None:
+    """README, "Roles and secrets": one Secret key per role; each pod mounts its own."""
+    secret = MANIFESTS["Secret/stint-database"]
+    assert set(secret["stringData"]) == {"owner-url", "app-url"}
+    assert _database_key("Job/stint-migrate") == "owner-url"
+    assert _database_key("CronJob/stint-prune") == "owner-url"
+    assert _database_key("Deployment/stint-worker") == "app-url"
+    owner, app = _secret_user("owner-url"), _secret_user("app-url")
+    assert owner != app
+    # The migration grants the app role (the app URL's user) its privileges ...
+    [migrate] = _pod("Job/stint-migrate")["containers"]
+    migrate_env = {e["name"]: e.get("value") for e in migrate["env"]}
+    assert migrate_env["STINT_APP_ROLE"] == app
+    # ... and no worker migrates (nor could: the app role may not run DDL).
+    _, _, env = _worker()
+    assert env["STINT_AUTO_MIGRATE"] == "false"
+    assert "STINT_APP_ROLE" not in env
+
+
+def test_the_keda_scaler_reads_the_app_url_through_a_trigger_authentication() -> None:
+    [trigger] = MANIFESTS["ScaledObject/stint-worker"]["spec"]["triggers"]
+    assert "connectionFromEnv" not in trigger["metadata"]  # the workers' env has no URL
+    ref = trigger["authenticationRef"]
+    assert ref.get("kind", "TriggerAuthentication") == "TriggerAuthentication"
+    auth = MANIFESTS[f"TriggerAuthentication/{ref['name']}"]
+    assert auth["apiVersion"] == "keda.sh/v1alpha1"
+    # KEDA's TriggerAuthentication spec (no vendored schema for it): secretTargetRef
+    # entries of parameter, name and key, and nothing else here.
+    assert set(auth) == {"apiVersion", "kind", "metadata", "spec"}
+    assert set(auth["spec"]) == {"secretTargetRef"}
+    [target] = auth["spec"]["secretTargetRef"]
+    assert set(target) == {"parameter", "name", "key"}
+    assert all(isinstance(v, str) for v in target.values())
+    # The postgresql scaler's connection string, from the app role's key.
+    assert target["parameter"] == "connection"
+    assert target["name"] == MANIFESTS["Secret/stint-database"]["metadata"]["name"]
+    assert target["key"] == "app-url"
 
 
 def test_keda_scales_the_worker_deployment_on_demand_per_slot() -> None:
-    deployment, container, env = _worker()
+    deployment, _, env = _worker()
     scaled = MANIFESTS["ScaledObject/stint-worker"]["spec"]
     assert scaled["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
     assert scaled["minReplicaCount"] == 0  # parked sessions hold no pod
@@ -222,7 +300,7 @@ def test_keda_scales_the_worker_deployment_on_demand_per_slot() -> None:
     assert trigger["type"] == "postgresql"
     meta = trigger["metadata"]
     assert meta["targetQueryValue"] == env["STINT_SLOTS"]  # pods = demand / slots
-    assert meta["connectionFromEnv"] in {e["name"] for e in container["env"]}
+    assert set(trigger["authenticationRef"]) == {"name"}  # see the next test
     statuses = set(re.findall(r"status = '(\w+)'", meta["query"]))
     assert statuses == {"ready", "running"}
     migration = (ROOT / "migrations" / "0001_init.sql").read_text()
@@ -287,10 +365,32 @@ def test_the_compose_file_migrates_first_and_stops_after_the_drain() -> None:
     assert env["STINT_AUTO_MIGRATE"] == "false"
     assert _seconds(worker["stop_grace_period"]) >= float(env["STINT_DRAIN_SECONDS"]) + 10
     assert worker["volumes"] == ["workspace:/var/lib/stint/workspace"]
-    assert env["STINT_DATABASE_URL"] == migrate["environment"]["STINT_DATABASE_URL"]
 
     api = services["api"]
     assert api["image"] == engine.WORKER_IMAGE
     assert [*api["entrypoint"], *api["command"]] == ["/opt/stint/bin/stint", "api"]
     assert api["depends_on"] == {"migrate": {"condition": "service_completed_successfully"}}
-    assert api["environment"]["STINT_DATABASE_URL"] == env["STINT_DATABASE_URL"]
+
+
+def _compose_login(url: str) -> tuple[str, str]:
+    """The user and password of a compose URL, ${VAR:-default} left as written."""
+    match = re.fullmatch(r"postgresql://(\w+):(\$\{[^}]+\})@[^/]+/stint", url)
+    assert match, url
+    return match.group(1), match.group(2)
+
+
+def test_the_compose_file_migrates_as_the_owner_and_runs_as_the_app_role() -> None:
+    services = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]
+    postgres = services["postgres"]["environment"]
+    owner = _compose_login(services["migrate"]["environment"]["STINT_DATABASE_URL"])
+    assert owner == (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"])
+    app = (postgres["POSTGRES_APP_USER"], postgres["POSTGRES_APP_PASSWORD"])
+    assert app[0] != owner[0] and app[1] != owner[1]
+    # The migration grants the app role that the postgres image created ...
+    assert services["migrate"]["environment"]["STINT_APP_ROLE"] == app[0]
+    # ... and the workers and the API log in as it, never migrating.
+    for name in ("worker", "api"):
+        env = services[name]["environment"]
+        assert _compose_login(env["STINT_DATABASE_URL"]) == app, name
+        assert "STINT_APP_ROLE" not in env
+    assert services["worker"]["environment"]["STINT_AUTO_MIGRATE"] == "false"

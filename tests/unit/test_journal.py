@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stint.worker.journal import DuplicateEffect, EffectJournal
+from stint.worker.journal import DuplicateEffect, EffectJournal, private_dir
 
 
 def test_append_then_lookup(tmp_path: Path) -> None:
@@ -61,4 +61,21 @@ def test_a_wider_folder_and_file_from_before_are_narrowed(tmp_path: Path) -> Non
     journal.path_for(sid).chmod(0o644)
     journal.append(sid, "k1", {"n": 1})
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert stat.S_IMODE(journal.path_for(sid).stat().st_mode) == 0o600
+
+
+def test_a_shared_folder_of_another_owner_is_used_as_its_owner_set_it(tmp_path: Path) -> None:
+    # A container's workspace volume, mounted 0777 and owned by root, used by uid 10001.
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another owner needs root")
+    shared = tmp_path / "workspace"
+    shared.mkdir()
+    shared.chmod(0o777)
+    os.chown(shared, 10001, -1)
+    private_dir(shared)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o777
+    journal = EffectJournal(shared / "journals")
+    sid = uuid.uuid4()
+    journal.append(sid, "k1", {"n": 1})
+    assert stat.S_IMODE((shared / "journals").stat().st_mode) == 0o700
     assert stat.S_IMODE(journal.path_for(sid).stat().st_mode) == 0o600

@@ -25,6 +25,7 @@ from stint.store.controls import AnswerResult, ControlResult
 from stint.store.models import EnqueueResult, Event, StatusSummary, WorkerRow
 from stint.store.usage import SessionUsage, TurnUsage
 from stint.store.vocabulary import EventKind, TurnStatus, WorkerState
+from stint.telemetry import names
 from stint.worker.pruner import PruneReport
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
@@ -132,6 +133,20 @@ def test_every_json_output_has_its_fields_documented(output: str) -> None:
 def test_every_setting_is_in_the_configuration_table() -> None:
     for name in Settings.model_fields:
         assert f"| `{env_name(name)}` |" in README, env_name(name)
+
+
+def test_the_configuration_table_is_one_table() -> None:
+    # A blank line inside it makes every row after it render as a paragraph.
+    lines = README.splitlines()
+    rows = [i for i, line in enumerate(lines) if line.startswith("| `STINT_")]
+    assert rows and all(lines[i].startswith("|") for i in range(rows[0], rows[-1] + 1))
+
+
+def test_every_metric_is_in_the_metrics_table() -> None:
+    section = README.split("### Metrics (Prometheus)\n", 1)[1].split("\n#", 1)[0]
+    documented = set(re.findall(r"`(stint_[a-z_]+)`", section))
+    emitted = {value for key, value in vars(names).items() if key.isupper()}
+    assert {n for n in emitted if n.startswith("stint_")} == documented
 
 
 def test_the_scripted_harness_inputs_are_documented() -> None:

@@ -16,7 +16,10 @@ from psycopg import sql as psql
 
 from stint.ops.processes import spawn_worker
 from stint.postgres.scratch import ScratchTarget
+from stint.store.admission import AdmissionStore
+from stint.store.config import StoreConfig
 from stint.store.pool import Pool
+from stint.store.vocabulary import AdmissionLimit
 from stint.worker.scripted import open_gate
 
 TEST_LEASE = 1.0
@@ -102,6 +105,13 @@ async def fetch(pool: Pool, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     async with pool.connection() as conn:
         cur = await conn.execute(sql, params)  # type: ignore[arg-type]
         return await cur.fetchall()
+
+
+async def set_limits(
+    pool: Pool, config: StoreConfig, limits: dict[AdmissionLimit, int | None], tenant: str = "*"
+) -> None:
+    """Set admission limits (the defaults' row unless ``tenant``) through the store."""
+    await AdmissionStore(config, pool).admission_set(tenant=tenant, limits=limits)
 
 
 async def count_rows(pool: Pool, table: str) -> int:

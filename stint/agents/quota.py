@@ -113,8 +113,8 @@ class QuotaGate:
                 grant = await self._ctx.quota_reserve(scope, self._key(attempt), self._estimate)
             except QuotaScopeUnknown:
                 raise QuotaScopeMissing(
-                    f"quota scope {scope!r} (STINT_MODEL_QUOTA_SCOPE) does not exist: "
-                    f"create it with `stint quota set {scope}`"
+                    f"quota scope {scope!r} (STINT_MODEL_QUOTA_SCOPE) does not exist; "
+                    f"`stint quota set {scope}` creates it"
                 ) from None
             if grant.granted:
                 return

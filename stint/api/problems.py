@@ -20,13 +20,13 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from stint.store.errors import (
+    AdmissionRefused,
     ConnectionFailed,
     IdempotencyConflict,
     InvalidInput,
     LockTimeout,
     NoOpenQuestion,
     QueryTimeout,
-    QueueFull,
     SessionBusy,
     StoreError,
     UnknownSession,
@@ -61,14 +61,15 @@ _TITLES = {
 }
 
 # The store's refusals, most specific first: (error, status, ask the client to retry).
-# Capacity refusals are 429 with Retry-After; admission limits (another issue)
-# join this table when the store raises them.
+# Capacity refusals (an admission limit, a full session queue, busy) are 429
+# with Retry-After: a fixed hint (STINT_API_RETRY_AFTER_SECONDS), because what
+# frees capacity is other turns finishing, which the API cannot foresee.
 _STORE_ERRORS: list[tuple[type[StoreError], int, bool]] = [
     (UnknownSession, 404, False),
     (IdempotencyConflict, 409, False),
     (NoOpenQuestion, 409, False),
     (InvalidInput, 422, False),
-    (QueueFull, 429, True),
+    (AdmissionRefused, 429, True),
     (SessionBusy, 429, True),
     (ConnectionFailed, 503, True),
     (QueryTimeout, 503, True),
@@ -170,12 +171,22 @@ def install_problem_handlers(app: FastAPI, *, retry_after: int) -> None:
     app.add_exception_handler(Exception, on_unexpected)
 
 
+_RETRY_AFTER = {
+    "Retry-After": {
+        "description": "seconds to wait before trying again (a fixed hint)",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
+
+
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI entries for these refusals, each a Problem as problem+json."""
+    """OpenAPI entries for these refusals, each a Problem as problem+json; the
+    ones that ask the client to retry (429, 503) document ``Retry-After``."""
     return {
         status: {
             "description": _TITLES.get(status, "Error"),
             "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+            **({"headers": _RETRY_AFTER} if status in (429, 503) else {}),
         }
         for status in statuses
     }

@@ -181,7 +181,6 @@ async def enqueue_turn(
             session_id=session_id,
             idempotency_key=idempotency_key or str(uuid.uuid4()),
             turn_input=body.input,
-            queue_limit=svc.settings.session_queue_limit,
             timeout_seconds=body.timeout_seconds,
             busy=body.busy,
             within_tenant=caller.tenant,

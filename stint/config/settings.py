@@ -86,7 +86,6 @@ class Settings(BaseSettings):
         default_factory=list, description="compatibility pins this worker accepts"
     )
     workspace: Path | None = Field(None, description="folder of native effect journals")
-    session_queue_limit: int = Field(16, ge=1, le=100_000, description="queued turns per session")
     turn_timeout: float = Field(
         600.0, ge=0.1, le=86_400, description="seconds a turn may run before it is interrupted"
     )

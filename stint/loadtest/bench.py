@@ -100,7 +100,6 @@ async def _enqueue_all(client: ClientStore, turns: int) -> None:
                 session_id=session_id,
                 idempotency_key=f"{i}-{t}",
                 turn_input={"min_wait_ms": 0},
-                queue_limit=_TURNS_PER_SESSION,
             )
             session_id = result.session_id
 

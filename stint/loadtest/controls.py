@@ -88,7 +88,6 @@ class Bench:
                     await self.client.turns_enqueue(
                         session_id=None,
                         idempotency_key="c",
-                        queue_limit=4,
                         turn_input={"min_wait_ms": 0, "gate": "never"},
                     )
                 ).session_id
@@ -123,13 +122,11 @@ class Bench:
                 asker = await self.client.turns_enqueue(
                     session_id=None,
                     idempotency_key="a",
-                    queue_limit=4,
                     turn_input={"min_wait_ms": 0, "ask": "ok?"},
                 )
                 waiter = await self.client.turns_enqueue(
                     session_id=None,
                     idempotency_key="w",
-                    queue_limit=4,
                     turn_input={"min_wait_ms": 0},
                 )
 
@@ -147,9 +144,7 @@ class Bench:
     async def claim_times(self, ready: int) -> dict[str, Any]:
         """Time the claim statement alone: ``ready`` sessions claimed one at a time."""
         for _ in range(ready):
-            await self.client.turns_enqueue(
-                session_id=None, idempotency_key="r", queue_limit=4, turn_input={}
-            )
+            await self.client.turns_enqueue(session_id=None, idempotency_key="r", turn_input={})
         await self.probe.table_footprint()  # VACUUM (ANALYZE) first, as autovacuum would
         times = []
         for _ in range(ready):
@@ -168,7 +163,6 @@ class Bench:
                         self.client.turns_enqueue(
                             session_id=None,
                             idempotency_key="p",
-                            queue_limit=4,
                             turn_input={"min_wait_ms": 0, "ask": "approve?"},
                         )
                         for _ in range(min(_BATCH, count - first))

@@ -69,7 +69,6 @@ async def burst(
                 session_id=sid,
                 idempotency_key=f"{phase}-{sid}",
                 turn_input=turn_input,
-                queue_limit=16,
             )
             for sid in sessions
         )

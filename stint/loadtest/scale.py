@@ -190,7 +190,6 @@ class ScaleDriver:
                         session_id=session,
                         idempotency_key=f"t{n}",
                         turn_input={"min_wait_ms": 0},
-                        queue_limit=self.plan.turns_per_session + 4,
                     )
                     break
                 except StoreError as exc:

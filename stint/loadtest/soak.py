@@ -139,7 +139,7 @@ class Soak:
                     s: UUID | None = session_id, k: str = f"{i}-{t}", inp: Any = turn_input
                 ) -> Any:
                     return await self.client.turns_enqueue(
-                        session_id=s, idempotency_key=k, turn_input=inp, queue_limit=16
+                        session_id=s, idempotency_key=k, turn_input=inp
                     )
 
                 result = await self._retrying(enqueue)

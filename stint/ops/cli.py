@@ -1,9 +1,9 @@
 """``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
-status, check, size, demo, embedded, keys, quota, api).
+status, check, size, demo, embedded, keys, quota, admission, api).
 
 Exit codes, the same for every command: 0 done; 1 a failure (the database, a
 failed check); 2 bad input or configuration (one line on stderr, nothing
-written); 3 refused by the queue (full, or busy with ``--busy reject``); 130
+written); 3 refused by the queue (an admission limit, or busy with ``--busy reject``); 130
 interrupted; 141 the reader of standard output went away (``| head``).
 """
 
@@ -26,6 +26,7 @@ from stint.config.logs import setup_logging
 from stint.config.options import add_setting, overrides_from
 from stint.config.settings import Settings, SettingsError, field_range, load_settings
 from stint.config.target import embedded_cluster, resolve_store_config, workspace_dir
+from stint.ops.admission import add_admission_parser, admission_json, run_admission
 from stint.ops.checks import run_checks
 from stint.ops.follow import follow_events
 from stint.ops.inputs import (
@@ -41,12 +42,13 @@ from stint.ops.quota import add_quota_parser
 from stint.ops.show import session_json, turn_of_session_json
 from stint.ops.sizing import measured_profile, render_sizing, size
 from stint.ops.status import render_status
+from stint.store.admission import AdmissionStore
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.controls import ControlStore
 from stint.store.errors import (
+    AdmissionRefused,
     InvalidInput,
-    QueueFull,
     SessionBusy,
     StoreError,
     UnknownSession,
@@ -74,7 +76,7 @@ __all__ = ["main"]
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
-EXIT_QUEUE_FULL = 3
+EXIT_REFUSED = 3
 EXIT_INTERRUPTED = 130
 EXIT_PIPE_CLOSED = 141
 
@@ -143,7 +145,6 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             turn_input=turn_input,
             tenant=tenant,
             pin=pin,
-            queue_limit=settings.session_queue_limit,
             timeout_seconds=timeout,
             busy=BusyStrategy(args.busy),
             # With a key and no session, a retry must find the session, not make another.
@@ -265,11 +266,26 @@ async def cmd_prune(settings: Settings, args: argparse.Namespace) -> int:
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     config = resolve_store_config(settings)
 
-    async def status(client: ClientStore) -> int:
-        print(render_status(await client.status(), as_json=args.json))
-        return 0
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        summary = await ClientStore(config, pool).status()
+        admission = AdmissionStore(config, pool)
+        limits = admission_json(
+            await admission.admission_list(), await admission.admission_backlog()
+        )
+    finally:
+        await pool.close()
+    print(render_status(summary, limits, as_json=args.json))
+    return 0
 
-    return await _with_client(config, status)
+
+async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
+    config = resolve_store_config(settings)
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        return await run_admission(AdmissionStore(config, pool), args)
+    finally:
+        await pool.close()
 
 
 async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
@@ -416,7 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("migrate", help="apply pending schema migrations and say what was done")
     p.set_defaults(run=cmd_migrate)
 
-    p = sub.add_parser("enqueue", help="queue one turn (creates a session without --session)")
+    p = sub.add_parser(
+        "enqueue",
+        help="queue one turn (creates a session without --session); exit 3 when an admission "
+        "limit (stint admission) refuses it",
+    )
     p.add_argument(
         "input_json", metavar="INPUT_JSON", help="the turn input, a JSON object; - reads stdin"
     )
@@ -492,7 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_setting(p, "--workspace", "workspace", type=Path, metavar="DIR")
     p.set_defaults(run=cmd_prune)
 
-    p = sub.add_parser("status", help="workers, sessions by status, queued turns")
+    p = sub.add_parser(
+        "status", help="workers, sessions by status, queued turns, admission limits and usage"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(run=cmd_status)
 
@@ -541,6 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_keys)
 
     add_quota_parser(sub)
+    add_admission_parser(sub).set_defaults(run=cmd_admission)
 
     p = sub.add_parser(
         "api",
@@ -600,9 +623,9 @@ def _run(settings: Settings, args: argparse.Namespace) -> int:
     except (UsageError, InvalidInput) as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (QueueFull, SessionBusy) as exc:
+    except (AdmissionRefused, SessionBusy) as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
-        return EXIT_QUEUE_FULL
+        return EXIT_REFUSED
     except StoreError as exc:
         print(f"stint {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -63,7 +63,6 @@ async def run_demo(settings: Settings, *, workers: int, slots: int, sessions: in
                     session_id=None,
                     idempotency_key=f"demo-{i}",
                     turn_input=_TURN_INPUT,
-                    queue_limit=settings.session_queue_limit,
                 )
                 for i in range(sessions)
             )

@@ -94,7 +94,6 @@ async def _converse(config: StoreConfig, pool: Pool) -> UUID:
                 session_id=session,
                 idempotency_key=f"demo-{n}",
                 turn_input={"message": message},
-                queue_limit=16,
             )
             if session is None:
                 session = turn.session_id

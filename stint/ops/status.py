@@ -12,20 +12,43 @@ from stint.store.models import StatusSummary
 __all__ = ["render_status", "status_json"]
 
 
-def status_json(summary: StatusSummary) -> dict[str, Any]:
+def status_json(summary: StatusSummary, admission: dict[str, Any]) -> dict[str, Any]:
     """The JSON form: every field of the summary; a worker whose heartbeat outlived
     its lease has ``state`` ``dead`` (its row may still say running); each quota
-    scope as ``stint quota show`` prints it."""
+    scope as ``stint quota show`` prints it; the admission limits and usage as
+    ``stint admission show`` prints them."""
     data = asdict(summary)
     data["quotas"] = [quota_json(q) for q in summary.quotas]
     for row, worker in zip(data["workers"], summary.workers, strict=True):
         row["state"] = worker.shown_state
+    data["admission"] = admission
     return data
 
 
-def render_status(summary: StatusSummary, *, as_json: bool) -> str:
+def _limit(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _admission_lines(admission: dict[str, Any]) -> list[str]:
+    backlog = admission["global_backlog"]
+    lines = [
+        f"admission: {backlog['unfinished_turns']} unfinished turns, "
+        f"global backlog limit {_limit(backlog['limit'])}"
+    ]
+    for row in admission["tenants"]:
+        limits, usage = row["limits"], row["usage"]
+        who = "default (and no tenant)" if row["tenant"] == "*" else f"tenant {row['tenant']}"
+        lines.append(
+            f"  {who}: queued {usage['queued']}/{_limit(limits['max_queued'])}  "
+            f"active sessions {usage['running']}/{_limit(limits['max_running'])}  "
+            f"per session {_limit(limits['max_session_queue'])}"
+        )
+    return lines
+
+
+def render_status(summary: StatusSummary, admission: dict[str, Any], *, as_json: bool) -> str:
     if as_json:
-        return json.dumps(status_json(summary), indent=2, sort_keys=True)
+        return json.dumps(status_json(summary, admission), indent=2, sort_keys=True)
     alive = sum(1 for w in summary.workers if w.alive and w.state != "stopped")
     lines = [f"workers: {len(summary.workers)} ({alive} alive)"]
     for w in summary.workers:
@@ -54,4 +77,5 @@ def render_status(summary: StatusSummary, *, as_json: bool) -> str:
             f"{q.requests_in_flight} in flight, {q.requests_unknown} unknown, "
             f"{q.deferrals} deferrals"
         )
+    lines.extend(_admission_lines(admission))
     return "\n".join(lines)

@@ -17,11 +17,11 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow, class_row
 from psycopg.types.json import Jsonb
 
+from stint.store.admission import admit, check_session_queue, effective_limits
 from stint.store.config import StoreConfig
 from stint.store.controls import stop_active_turn
 from stint.store.errors import (
     IdempotencyConflict,
-    QueueFull,
     SessionBusy,
     UnknownSession,
 )
@@ -50,6 +50,7 @@ _LIVE_SECONDS = 90.0
 
 @dataclass(frozen=True)
 class _LockedSession:
+    tenant: str | None
     queued_turns: int
     last_turn_seq: int
     lease_owner: str | None
@@ -143,7 +144,6 @@ class ClientStore:
         turn_input: dict[str, Any],
         tenant: str | None = None,
         pin: str | None = None,
-        queue_limit: int,
         timeout_seconds: float | None = None,
         busy: BusyStrategy = BusyStrategy.ENQUEUE,
         within_tenant: str | None = None,
@@ -153,7 +153,10 @@ class ClientStore:
         """Queue one turn in one transaction; on any refusal nothing is written.
 
         The session row is locked first, so concurrent producers of one session
-        are serialised and an idempotency key can never yield two turns. ``busy``
+        are serialised and an idempotency key can never yield two turns. A new
+        turn must then pass the admission limits in the database (per session,
+        per tenant, global: ``stint.store.admission``); an idempotent retry of an
+        admitted turn returns it whatever the limits say now. ``busy``
         says what to do when the session already has a turn in progress:
         ``enqueue`` behind it, ``reject`` the input, or ``interrupt`` the running
         turn and run the new one after it. With ``within_tenant``, an existing
@@ -182,7 +185,7 @@ class ClientStore:
                 )
             if new is not None:
                 sid = new.id
-                locked = _LockedSession(0, 0, None, False)
+                locked = _LockedSession(tenant, 0, 0, None, False)
             else:
                 # An existing session, or a retry whose key already created one.
                 sid = session_id or await _keyed_session(
@@ -211,12 +214,13 @@ class ClientStore:
                         raise IdempotencyConflict(session=sid, idempotency_key=idempotency_key)
                     return EnqueueResult(sid, existing.id, existing.seq, created=False)
             queued = locked.queued_turns
-            if queued >= queue_limit:
-                raise QueueFull(f"queue full ({queued} queued, limit {queue_limit})")
+            limits = await effective_limits(conn, tenant=locked.tenant)
+            check_session_queue(limits, session_id=sid, queued=queued, tenant=locked.tenant)
             if queued and busy is BusyStrategy.REJECT:
                 raise SessionBusy(
                     f"session busy ({queued} turn(s) in progress or queued); nothing was written"
                 )
+            await admit(conn, limits, tenant=locked.tenant, activates=not queued)
             inserted = await fetch_one(
                 conn,
                 _NewTurn,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "AdmissionRefused",
     "AnswerConflict",
     "ConfigError",
     "ConnectionFailed",
@@ -116,7 +117,21 @@ class WorkerIdInUse(StoreError):
     """A live worker already runs with this worker id; pick another STINT_WORKER_ID."""
 
 
-class QueueFull(StoreError):
+class AdmissionRefused(StoreError):
+    """An admission limit refuses this turn; nothing was written."""
+
+    def __init__(
+        self, message: str | None = None, *, limit: str, value: int, tenant: str | None
+    ) -> None:
+        # The message already names all three; they are kept as attributes (not
+        # context) so that the CLI's and the API's one line does not repeat them.
+        super().__init__(message)
+        self.limit = limit
+        self.value = value
+        self.tenant = tenant
+
+
+class QueueFull(AdmissionRefused):
     """The session's turn queue is full; nothing was written."""
 
 

@@ -23,7 +23,7 @@ from stint.store.models import ApiKey
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 
-__all__ = ["TOKEN_PREFIX", "Caller", "KeyStore", "NewApiKey", "parse_token"]
+__all__ = ["TOKEN_PREFIX", "Caller", "KeyStore", "NewApiKey", "check_tenant", "parse_token"]
 
 TOKEN_PREFIX = "stk"
 _TENANT = re.compile(r"[A-Za-z0-9._-]{1,100}")
@@ -31,6 +31,13 @@ _TOKEN = re.compile(rf"{TOKEN_PREFIX}_(?P<id>[0-9a-f]{{16}})_(?P<secret>[A-Za-z0
 # Compared against when a token names no live key, so that an unknown id costs
 # the same digest and comparison as a known one.
 _NO_KEY_DIGEST = hashlib.sha256(b"no such key").digest()
+
+
+def check_tenant(tenant: str) -> None:
+    """Refuse a tenant name that keys and admission limits cannot hold (the
+    schema's CHECKs say the same; this says it in one line before any write)."""
+    if not _TENANT.fullmatch(tenant):
+        raise InvalidInput("tenant must be 1..100 characters of letters, digits, '.', '_' or '-'")
 
 
 @dataclass(frozen=True)
@@ -97,10 +104,7 @@ class KeyStore:
     ) -> NewApiKey:
         """A new key for ``tenant``; its token is returned once and stored nowhere.
         An ``operator`` key sees every tenant in the dashboard."""
-        if not _TENANT.fullmatch(tenant):
-            raise InvalidInput(
-                "tenant must be 1..100 characters of letters, digits, '.', '_' or '-'"
-            )
+        check_tenant(tenant)
         if label is not None and len(label) > 200:
             raise InvalidInput("label must be at most 200 characters")
         key_id = secrets.token_hex(8)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 __all__ = [
+    "AdmissionLimit",
     "BusyStrategy",
     "ControlAction",
     "EventKind",
@@ -21,6 +22,15 @@ __all__ = [
     "TurnStatus",
     "WorkerState",
 ]
+
+
+class AdmissionLimit(StrEnum):
+    """The columns of ``admission_limits``: what an enqueue may be refused for."""
+
+    MAX_QUEUED = "max_queued"
+    MAX_RUNNING = "max_running"
+    MAX_SESSION_QUEUE = "max_session_queue"
+    GLOBAL_BACKLOG = "global_backlog"
 
 
 class SessionStatus(StrEnum):

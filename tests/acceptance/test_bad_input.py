@@ -145,9 +145,7 @@ async def question(db: ScratchTarget, pool: Pool) -> Question:
     """A turn parked on a question, through the worker's own store calls."""
     client = ClientStore(db.config, pool)
     runtime = RuntimeStore(db.config, pool, concurrency=1)
-    queued = await client.turns_enqueue(
-        session_id=None, idempotency_key="q", turn_input={}, queue_limit=4
-    )
+    queued = await client.turns_enqueue(session_id=None, idempotency_key="q", turn_input={})
     claim, turn = await claim_one(runtime, "w")
     step_key = "ask-property"
     parked = await runtime.turns_park(

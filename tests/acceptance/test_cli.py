@@ -69,13 +69,19 @@ async def test_idempotency_conflict_exits_2(cluster: Cluster, pool: Pool) -> Non
 
 
 async def test_full_queue_exits_3_and_writes_nothing(cluster: Cluster, pool: Pool) -> None:
-    limit = {"STINT_SESSION_QUEUE_LIMIT": "2"}
-    sid = json.loads(cluster.stint("enqueue", "{}", **limit).stdout)["session_id"]
-    assert cluster.stint("enqueue", "--session", sid, "{}", **limit).returncode == 0
+    assert (
+        cluster.stint("admission", "set", "--default", "--max-session-queue", "2").returncode == 0
+    )
+    sid = json.loads(cluster.stint("enqueue", "{}").stdout)["session_id"]
+    assert cluster.stint("enqueue", "--session", sid, "{}").returncode == 0
     before = await _counts(pool)
-    full = cluster.stint("enqueue", "--session", sid, "{}", **limit)
+    full = cluster.stint("enqueue", "--session", sid, "{}")
     assert full.returncode == 3
-    assert full.stderr.strip().endswith("queue full (2 queued, limit 2)")
+    assert full.stderr.strip() == (
+        "stint enqueue: queue full: max_session_queue limit of 2 unfinished turns reached for "
+        f"session {sid} (no tenant); nothing was written"
+    )
+    assert len(full.stderr.strip().splitlines()) == 1
     assert await _counts(pool) == before
 
 

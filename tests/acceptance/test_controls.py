@@ -10,8 +10,9 @@ from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.pool import Pool
+from stint.store.vocabulary import AdmissionLimit
 from tests.polling import wait_until
-from tests.workers import Cluster, WorkerProc, event_kinds, fetch
+from tests.workers import Cluster, WorkerProc, event_kinds, fetch, set_limits
 
 
 async def _enqueue(cluster: Cluster, payload: dict[str, object], *args: str) -> dict[str, str]:
@@ -263,19 +264,19 @@ async def test_a_long_queue_does_not_starve_short_sessions(
     cluster: Cluster, db: ScratchTarget, pool: Pool
 ) -> None:
     client = ClientStore(db.config, pool)
+    await set_limits(pool, db.config, {AdmissionLimit.MAX_SESSION_QUEUE: 300})
     long = await client.turns_enqueue(
-        session_id=None, idempotency_key="0", turn_input={"min_wait_ms": 0}, queue_limit=300
+        session_id=None, idempotency_key="0", turn_input={"min_wait_ms": 0}
     )
     for i in range(1, 200):
         await client.turns_enqueue(
             session_id=long.session_id,
             idempotency_key=str(i),
             turn_input={"min_wait_ms": 0},
-            queue_limit=300,
         )
     shorts = [
         await client.turns_enqueue(
-            session_id=None, idempotency_key="s", turn_input={"min_wait_ms": 0}, queue_limit=4
+            session_id=None, idempotency_key="s", turn_input={"min_wait_ms": 0}
         )
         for _ in range(20)
     ]

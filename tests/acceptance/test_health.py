@@ -93,7 +93,7 @@ async def test_ready_while_serving_not_ready_while_draining_then_gone(
 
     client = ClientStore(db.config, pool)
     turn = await client.turns_enqueue(
-        session_id=None, idempotency_key="k", turn_input={"gate": "g"}, queue_limit=16
+        session_id=None, idempotency_key="k", turn_input={"gate": "g"}
     )
 
     async def running() -> bool:

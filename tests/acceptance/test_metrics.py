@@ -57,7 +57,6 @@ async def test_metrics_after_a_burst_match_the_database(
             idempotency_key=f"k{n}",
             turn_input=turn_input,
             session_key=f"s{n % sessions}",
-            queue_limit=16,
         )
     burst = sessions * 3
     await wait_until(lambda: _all_finished(pool, burst), what="the burst finished", within=60)
@@ -150,7 +149,6 @@ async def test_the_elected_sampler_reports_the_queue_the_database_has(
             idempotency_key=f"g{n}",
             turn_input={"gate": "g"},
             pin="p",
-            queue_limit=16,
         )
 
     async def reading(port: int) -> Samples | None:

@@ -20,14 +20,13 @@ async def _enqueue(
     sessions = []
     for i in range(count):
         first = await client.turns_enqueue(
-            session_id=None, idempotency_key=f"s{i}-0", turn_input=turn_input, queue_limit=16
+            session_id=None, idempotency_key=f"s{i}-0", turn_input=turn_input
         )
         for t in range(1, turns):
             await client.turns_enqueue(
                 session_id=first.session_id,
                 idempotency_key=f"s{i}-{t}",
                 turn_input=turn_input,
-                queue_limit=16,
             )
         sessions.append(first.session_id)
     return sessions

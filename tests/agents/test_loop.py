@@ -67,7 +67,6 @@ class Driver:
             session_id=self.session,
             idempotency_key=message,
             turn_input={"message": message},
-            queue_limit=8,
         )
         self.session = queued.session_id
         return await claim_one(self.runtime, "w")

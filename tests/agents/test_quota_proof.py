@@ -102,7 +102,6 @@ async def test_two_scopes_stay_within_their_windows_and_the_books_balance(
                 session_id=None,
                 idempotency_key=f"t{n}",
                 turn_input={"message": f"{n}. {MESSAGE}"},
-                queue_limit=4,
             )
         await wait_until(lambda: _finished(pool), what=f"{TURNS} turns succeeded", within=240)
         books = await _scopes(quotas)

@@ -15,10 +15,12 @@ import pytest_asyncio
 
 from stint.ops.processes import spawn_api
 from stint.postgres.scratch import ScratchTarget
+from stint.store.config import ROLE_CLI
 from stint.store.keys import KeyStore
-from stint.store.pool import Pool
+from stint.store.pool import Pool, open_pool
+from stint.store.vocabulary import AdmissionLimit
 from tests.polling import wait_until
-from tests.workers import count_rows, fetch
+from tests.workers import count_rows, fetch, set_limits
 
 KEEPALIVE_SECONDS = 0.3
 QUEUE_LIMIT = 64
@@ -57,12 +59,18 @@ def api_env(db: ScratchTarget, **extra: str) -> dict[str, str]:
         "STINT_AUTO_MIGRATE": "false",
         "STINT_LOG_LEVEL": "info",
         "STINT_API_KEEPALIVE_SECONDS": str(KEEPALIVE_SECONDS),
-        "STINT_SESSION_QUEUE_LIMIT": str(QUEUE_LIMIT),
         **extra,
     }
 
 
 async def start_api(db: ScratchTarget, log: Path, **extra: str) -> ApiServer:
+    """A running API whose sessions queue up to QUEUE_LIMIT turns each (the fuzz
+    test queues many turns on few sessions)."""
+    pool = await open_pool(db.config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        await set_limits(pool, db.config, {AdmissionLimit.MAX_SESSION_QUEUE: QUEUE_LIMIT})
+    finally:
+        await pool.close()
     port = free_port()
     server = ApiServer(spawn_api(env=api_env(db, **extra), port=port, log_path=log), port, log)
 

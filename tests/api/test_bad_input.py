@@ -8,8 +8,11 @@ import json
 import httpx
 import pytest
 
+from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
+from stint.store.vocabulary import AdmissionLimit
 from tests.api.conftest import QUEUE_LIMIT, Keys, bearer, row_counts
+from tests.workers import set_limits
 
 
 async def _session(http: httpx.AsyncClient, keys: Keys) -> str:
@@ -195,3 +198,35 @@ async def test_an_answer_with_no_open_question_is_409(
     )
     assert "no parked turn" in _one_line_problem(refused, 409)
     assert await row_counts(pool) == before
+
+
+async def test_an_admission_limit_is_429_with_retry_after_and_writes_nothing(
+    db: ScratchTarget, http: httpx.AsyncClient, keys: Keys, pool: Pool
+) -> None:
+    await set_limits(pool, db.config, {AdmissionLimit.MAX_QUEUED: 1}, tenant="a")
+    first = await _session(http, keys)
+    url = f"/v1/sessions/{first}/turns"
+    retry = {**bearer(keys.a), "Idempotency-Key": "order-1"}
+    admitted = await http.post(url, json={"input": {}}, headers=retry)
+    assert admitted.status_code == 201
+    second = await _session(http, keys)
+    before = await row_counts(pool)
+    refused = await http.post(
+        f"/v1/sessions/{second}/turns", json={"input": {}}, headers=bearer(keys.a)
+    )
+    detail = _one_line_problem(refused, 429)
+    assert detail == (
+        "admission refused: max_queued limit of 1 unfinished turns reached for tenant a; "
+        "nothing was written"
+    )
+    assert refused.headers["retry-after"] == "1"
+    assert await row_counts(pool) == before
+    # The producer's retry of the admitted turn answers 200 with the same turn, at the limit.
+    again = await http.post(url, json={"input": {}}, headers=retry)
+    assert (again.status_code, again.json()["turn_id"]) == (200, admitted.json()["turn_id"])
+    # Tenant b is not held by a's limit.
+    other = await http.post("/v1/sessions", json={}, headers=bearer(keys.b))
+    queued = await http.post(
+        f"/v1/sessions/{other.json()['id']}/turns", json={"input": {}}, headers=bearer(keys.b)
+    )
+    assert queued.status_code == 201

@@ -92,7 +92,6 @@ async def test_writes_need_the_csrf_token_and_a_writing_key(
         idempotency_key="k",
         turn_input={"gate": "never"},
         tenant="acme",
-        queue_limit=16,
     )
     page = f"/dashboard/sessions/{queued.session_id}"
     async with (
@@ -134,7 +133,6 @@ async def test_a_revoked_key_is_signed_out_and_pages_escape_what_sessions_carry(
         idempotency_key="x",
         turn_input={"gate": "g"},
         tenant="acme",
-        queue_limit=16,
     )
     # Rows written here as a worker would: an event carrying markup, and a step
     # whose effect may or may not have happened (flagged in the journal).

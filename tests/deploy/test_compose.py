@@ -145,7 +145,6 @@ async def test_compose_up_runs_turns_and_stop_drains_the_workers(
             session_id=None,
             idempotency_key=f"compose-{i}",
             turn_input={"min_wait_ms": 50},
-            queue_limit=16,
         )
 
     async def all_succeeded() -> bool:

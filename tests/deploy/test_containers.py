@@ -180,7 +180,6 @@ async def test_migrate_then_burst_stop_kill_and_recover_in_containers(
             session_id=None,
             idempotency_key=f"burst-{i}",
             turn_input={"min_wait_ms": 0, "gate": "burst"},
-            queue_limit=16,
         )
         sessions.append(turn.session_id)
 

@@ -310,9 +310,12 @@ def test_keda_scales_the_worker_deployment_on_demand_per_slot() -> None:
 async def test_the_keda_query_counts_ready_and_running_sessions(
     db: ScratchTarget, pool: Pool
 ) -> None:
+    """Demand is ready sessions whose ready_at has come, plus running ones: a
+    session deferred to a later ready_at (waiting for quota) holds no pod."""
     rows = {
         "idle": "",
         "ready": ", ready_at",
+        "deferred": ", ready_at",
         "running": ", lease_owner, lease_expires_at",
         "parked": "",
         "closed": "",
@@ -320,14 +323,17 @@ async def test_the_keda_query_counts_ready_and_running_sessions(
     values = {
         "idle": "",
         "ready": ", now()",
+        "deferred": ", now() + interval '1 minute'",
         "running": ", 'w', now() + interval '1 minute'",
         "parked": "",
         "closed": "",
     }
-    counts = {"idle": 1, "ready": 2, "running": 3, "parked": 5, "closed": 1}
+    counts = {"idle": 1, "ready": 2, "deferred": 4, "running": 3, "parked": 5, "closed": 1}
     for status, n in counts.items():
         insert = sql.SQL("INSERT INTO sessions (status{}) VALUES ({}{}) RETURNING id").format(
-            sql.SQL(rows[status]), sql.Literal(status), sql.SQL(values[status])
+            sql.SQL(rows[status]),
+            sql.Literal("ready" if status == "deferred" else status),
+            sql.SQL(values[status]),
         )
         for _ in range(n):
             async with pool.connection() as conn:

@@ -44,14 +44,13 @@ async def _enqueue(
     pin: str | None = None,
 ) -> UUID:
     first = await client.turns_enqueue(
-        session_id=None, idempotency_key="t0", turn_input=turn_input, pin=pin, queue_limit=16
+        session_id=None, idempotency_key="t0", turn_input=turn_input, pin=pin
     )
     for n in range(1, turns):
         await client.turns_enqueue(
             session_id=first.session_id,
             idempotency_key=f"t{n}",
             turn_input=turn_input,
-            queue_limit=16,
         )
     return first.session_id
 

@@ -135,7 +135,6 @@ async def enqueue(client: ClientStore) -> list[UUID]:
                 session_id=sid,
                 idempotency_key=f"s{i}-{t}",
                 turn_input={"min_wait_ms": TURN_MS},
-                queue_limit=16,
             )
             sid = queued.session_id
         assert sid is not None

@@ -22,8 +22,9 @@ import pytest
 from stint.ops.checks import run_checks
 from stint.store.client import ClientStore
 from stint.store.pool import Pool
+from stint.store.vocabulary import AdmissionLimit
 from tests.polling import wait_until
-from tests.workers import Cluster, WorkerProc, event_kinds, fetch
+from tests.workers import Cluster, WorkerProc, event_kinds, fetch, set_limits
 
 TMPFS_SIZE = "64k"
 NO_SPACE = os.strerror(errno.ENOSPC)  # "No space left on device"
@@ -77,7 +78,7 @@ def assert_whole_lines(content: bytes) -> None:
 
 async def enqueue(client: ClientStore, sid: UUID | None, key: str) -> UUID:
     queued = await client.turns_enqueue(
-        session_id=sid, idempotency_key=key, turn_input={"min_wait_ms": 0}, queue_limit=64
+        session_id=sid, idempotency_key=key, turn_input={"min_wait_ms": 0}
     )
     return queued.session_id
 
@@ -106,6 +107,8 @@ async def test_fault_full_disk_never_commits_an_effect_without_its_journal_line(
     on device", the journal keeps only whole lines (a line torn at the page
     boundary is cut off), and after space is freed new turns succeed."""
     client = ClientStore(cluster.db.config, pool)
+    # A page of journal lines is queued on one session faster than it runs.
+    await set_limits(pool, cluster.db.config, {AdmissionLimit.MAX_SESSION_QUEUE: 64})
     worker: WorkerProc = cluster.start_worker(slots=2)
 
     # Fill the first page of one session's journal so that its next line

@@ -109,7 +109,7 @@ async def enqueue(
         sid: UUID | None = None
         for t in range(turns):
             queued = await client.turns_enqueue(
-                session_id=sid, idempotency_key=f"s{i}-{t}", turn_input=turn_input, queue_limit=16
+                session_id=sid, idempotency_key=f"s{i}-{t}", turn_input=turn_input
             )
             sid = queued.session_id
         assert sid is not None

@@ -271,7 +271,6 @@ class Producer:
                     session_id=session_id,
                     idempotency_key=key,
                     turn_input=dict(SHORT_TURN),
-                    queue_limit=16,
                 )
             except StoreError:
                 if session_id is None:
@@ -486,7 +485,6 @@ async def _gated(producer: Producer, gate: str) -> UUID:
         session_id=None,
         idempotency_key=gate,
         turn_input={"min_wait_ms": 0, "gate": gate},
-        queue_limit=16,
     )
     producer.acknowledged[result.turn_id] = result.session_id
     return result.session_id

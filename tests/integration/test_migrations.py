@@ -44,6 +44,7 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "stats_samples",
         "quota_scopes",
         "quota_reservations",
+        "admission_limits",
     }
 
 

@@ -46,7 +46,7 @@ class Running:
 async def running(db: ScratchTarget, pool: Pool) -> Running:
     client = ClientStore(db.config, pool)
     runtime = RuntimeStore(db.config, pool, concurrency=2)
-    await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={}, queue_limit=8)
+    await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})
     claim, turn = await claim_one(runtime, "w")
     return Running(runtime.quotas, runtime, client, claim, turn)
 

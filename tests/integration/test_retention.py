@@ -51,7 +51,7 @@ class History:
     async def run(self, session: UUID | None, key: str) -> tuple[Claim, TurnStart]:
         """Enqueue, claim and finish one turn (with a committed tool step)."""
         queued = await self.client.turns_enqueue(
-            session_id=session, idempotency_key=key, turn_input={"k": key}, queue_limit=8
+            session_id=session, idempotency_key=key, turn_input={"k": key}
         )
         claim, turn = await claim_one(self.runtime, "w")
         assert claim.session_id == queued.session_id

@@ -44,7 +44,7 @@ class CountingTool:
 
 async def _turn(db: ScratchTarget, pool: Pool) -> tuple[RuntimeStore, Claim, TurnStart]:
     client = ClientStore(db.config, pool)
-    await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={}, queue_limit=4)
+    await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})
     runtime = RuntimeStore(db.config, pool, concurrency=2)
     claim, turn = await claim_one(runtime, "w")
     return runtime, claim, turn

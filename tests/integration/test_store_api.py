@@ -54,7 +54,7 @@ async def test_another_tenants_session_is_not_found_and_nothing_is_written(
     client = ClientStore(db.config, pool)
     controls = ControlStore(db.config, pool)
     queued = await client.turns_enqueue(
-        session_id=None, idempotency_key="k", turn_input={}, tenant="a", queue_limit=4
+        session_id=None, idempotency_key="k", turn_input={}, tenant="a"
     )
     sid = queued.session_id
     assert await client.sessions_get(session_id=sid, tenant="b") is None
@@ -68,7 +68,6 @@ async def test_another_tenants_session_is_not_found_and_nothing_is_written(
             session_id=sid,
             idempotency_key="k2",
             turn_input={},
-            queue_limit=4,
             within_tenant="b",
         )
     with pytest.raises(UnknownSession):

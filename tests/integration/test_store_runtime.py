@@ -14,10 +14,10 @@ from stint.store.errors import IdempotencyConflict, LeaseLost, QueueFull, Unknow
 from stint.store.models import EnqueueResult, Work
 from stint.store.pool import Pool, open_pool
 from stint.store.runtime import RuntimeStore
-from stint.store.vocabulary import EventKind, TurnStatus
+from stint.store.vocabulary import AdmissionLimit, EventKind, TurnStatus
 from tests.integration.claims import claim_one
 from tests.polling import wait_until
-from tests.workers import count_rows
+from tests.workers import count_rows, set_limits
 
 
 @pytest.fixture
@@ -33,9 +33,8 @@ def runtime(db: ScratchTarget, pool: Pool) -> RuntimeStore:
 async def test_idempotent_enqueue_race_yields_exactly_the_intended_turns(
     db: ScratchTarget, pool: Pool, client: ClientStore
 ) -> None:
-    first = await client.turns_enqueue(
-        session_id=None, idempotency_key="seed", turn_input={}, queue_limit=100
-    )
+    await set_limits(pool, db.config, {AdmissionLimit.MAX_SESSION_QUEUE: 100})
+    first = await client.turns_enqueue(session_id=None, idempotency_key="seed", turn_input={})
 
     async def producer(p: int) -> list[uuid.UUID]:
         ids = []
@@ -45,7 +44,6 @@ async def test_idempotent_enqueue_race_yields_exactly_the_intended_turns(
                     session_id=first.session_id,
                     idempotency_key=f"p{p}-t{t}",
                     turn_input={"p": p, "t": t},
-                    queue_limit=100,
                 )
                 ids.append(result.turn_id)
         return ids
@@ -65,29 +63,26 @@ async def test_idempotent_enqueue_race_yields_exactly_the_intended_turns(
     assert row[1] == 49
 
 
-async def test_enqueue_refusals_write_nothing(pool: Pool, client: ClientStore) -> None:
-    first = await client.turns_enqueue(
-        session_id=None, idempotency_key="a", turn_input={"x": 1}, queue_limit=2
-    )
-    await client.turns_enqueue(
-        session_id=first.session_id, idempotency_key="b", turn_input={}, queue_limit=2
-    )
+async def test_enqueue_refusals_write_nothing(
+    db: ScratchTarget, pool: Pool, client: ClientStore
+) -> None:
+    await set_limits(pool, db.config, {AdmissionLimit.MAX_SESSION_QUEUE: 2})
+    first = await client.turns_enqueue(session_id=None, idempotency_key="a", turn_input={"x": 1})
+    await client.turns_enqueue(session_id=first.session_id, idempotency_key="b", turn_input={})
     before = (await count_rows(pool, "turns"), await count_rows(pool, "sessions"))
-    with pytest.raises(QueueFull, match=r"queue full \(2 queued, limit 2\)"):
-        await client.turns_enqueue(
-            session_id=first.session_id, idempotency_key="c", turn_input={}, queue_limit=2
-        )
+    with pytest.raises(
+        QueueFull, match=r"queue full: max_session_queue limit of 2 unfinished turns reached"
+    ):
+        await client.turns_enqueue(session_id=first.session_id, idempotency_key="c", turn_input={})
     with pytest.raises(IdempotencyConflict):
         await client.turns_enqueue(
-            session_id=first.session_id, idempotency_key="a", turn_input={"x": 2}, queue_limit=9
+            session_id=first.session_id, idempotency_key="a", turn_input={"x": 2}
         )
     with pytest.raises(UnknownSession):
-        await client.turns_enqueue(
-            session_id=uuid.uuid4(), idempotency_key="z", turn_input={}, queue_limit=9
-        )
+        await client.turns_enqueue(session_id=uuid.uuid4(), idempotency_key="z", turn_input={})
     assert (await count_rows(pool, "turns"), await count_rows(pool, "sessions")) == before
     same = await client.turns_enqueue(
-        session_id=first.session_id, idempotency_key="a", turn_input={"x": 1}, queue_limit=2
+        session_id=first.session_id, idempotency_key="a", turn_input={"x": 1}
     )
     assert (same.turn_id, same.created) == (first.turn_id, False)
 
@@ -96,17 +91,11 @@ async def test_claim_respects_limit_pins_and_order(
     client: ClientStore, runtime: RuntimeStore
 ) -> None:
     plain = [
-        (
-            await client.turns_enqueue(
-                session_id=None, idempotency_key="k", turn_input={}, queue_limit=4
-            )
-        ).session_id
+        (await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})).session_id
         for _ in range(3)
     ]
     pinned = (
-        await client.turns_enqueue(
-            session_id=None, idempotency_key="k", turn_input={}, pin="v2", queue_limit=4
-        )
+        await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={}, pin="v2")
     ).session_id
     got = await runtime.turns_claim(owner="w1", pins=[], limit=2, lease_seconds=30)
     assert [w.claim.session_id for w in got] == plain[:2]
@@ -120,9 +109,7 @@ async def test_claim_respects_limit_pins_and_order(
 async def test_stale_owner_is_fenced_and_writes_nothing(
     pool: Pool, client: ClientStore, runtime: RuntimeStore
 ) -> None:
-    queued = await client.turns_enqueue(
-        session_id=None, idempotency_key="k", turn_input={}, queue_limit=4
-    )
+    queued = await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})
     old, turn = await claim_one(runtime, "a", lease_seconds=0.2)
 
     async def taken_over() -> list[Work]:
@@ -158,7 +145,7 @@ async def test_stale_owner_is_fenced_and_writes_nothing(
 async def test_events_are_contiguous_under_concurrent_appends(
     pool: Pool, client: ClientStore, runtime: RuntimeStore
 ) -> None:
-    await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={}, queue_limit=4)
+    await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})
     claim, turn = await claim_one(runtime, "a")
     await asyncio.gather(
         *(
@@ -173,9 +160,7 @@ async def test_events_are_contiguous_under_concurrent_appends(
 async def test_release_requeues_the_running_turn_with_an_event(
     client: ClientStore, runtime: RuntimeStore
 ) -> None:
-    queued = await client.turns_enqueue(
-        session_id=None, idempotency_key="k", turn_input={}, queue_limit=4
-    )
+    queued = await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})
     claim, turn = await claim_one(runtime, "a")
     assert await runtime.sessions_release(claim, turn_id=turn.turn_id, reason="drain")
     kinds = [e.kind for e in await client.events_after(session_id=queued.session_id, after=0)]
@@ -204,11 +189,9 @@ def _finish_args(turn_id: uuid.UUID, *, release: bool, claim_next: bool) -> dict
 async def test_finishing_starts_the_same_sessions_next_turn(
     client: ClientStore, runtime: RuntimeStore
 ) -> None:
-    first = await client.turns_enqueue(
-        session_id=None, idempotency_key="1", turn_input={}, queue_limit=4
-    )
+    first = await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     second = await client.turns_enqueue(
-        session_id=first.session_id, idempotency_key="2", turn_input={"n": 2}, queue_limit=4
+        session_id=first.session_id, idempotency_key="2", turn_input={"n": 2}
     )
     claim, turn = await claim_one(runtime, "a")
     done = await runtime.turns_finish(
@@ -228,15 +211,9 @@ async def test_finishing_starts_the_same_sessions_next_turn(
 async def test_finishing_and_yielding_claims_the_oldest_other_session(
     client: ClientStore, runtime: RuntimeStore
 ) -> None:
-    mine = await client.turns_enqueue(
-        session_id=None, idempotency_key="1", turn_input={}, queue_limit=4
-    )
-    await client.turns_enqueue(
-        session_id=mine.session_id, idempotency_key="2", turn_input={}, queue_limit=4
-    )
-    other = await client.turns_enqueue(
-        session_id=None, idempotency_key="1", turn_input={}, queue_limit=4
-    )
+    mine = await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
+    await client.turns_enqueue(session_id=mine.session_id, idempotency_key="2", turn_input={})
+    other = await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     claim, turn = await claim_one(runtime, "a")
     assert claim.session_id == mine.session_id
     done = await runtime.turns_finish(
@@ -254,7 +231,7 @@ async def test_finishing_and_yielding_claims_the_oldest_other_session(
 async def test_finishing_with_nothing_left_releases_the_session(
     client: ClientStore, runtime: RuntimeStore
 ) -> None:
-    await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={}, queue_limit=4)
+    await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     claim, turn = await claim_one(runtime, "a")
     done = await runtime.turns_finish(
         claim, **_finish_args(turn.turn_id, release=False, claim_next=True)
@@ -264,10 +241,8 @@ async def test_finishing_with_nothing_left_releases_the_session(
 
 
 async def test_a_draining_finish_claims_nothing(client: ClientStore, runtime: RuntimeStore) -> None:
-    await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={}, queue_limit=4)
-    waiting = await client.turns_enqueue(
-        session_id=None, idempotency_key="1", turn_input={}, queue_limit=4
-    )
+    await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
+    waiting = await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     claim, turn = await claim_one(runtime, "a")
     done = await runtime.turns_finish(
         claim, **_finish_args(turn.turn_id, release=True, claim_next=False)
@@ -294,7 +269,6 @@ async def test_session_creation_race_with_one_key_yields_one_session_and_one_tur
                     session_key="order-7",
                     tenant="acme",
                     turn_input={"order": 7},
-                    queue_limit=4,
                 )
                 for _attempt in range(2)
             ]
@@ -311,6 +285,5 @@ async def test_session_creation_race_with_one_key_yields_one_session_and_one_tur
         session_key="order-7",
         tenant="globex",
         turn_input={"order": 7},
-        queue_limit=4,
     )
     assert other.created and other.session_id != results[0].session_id

@@ -10,6 +10,7 @@ import pytest
 from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
 from stint.store.vocabulary import (
+    AdmissionLimit,
     ControlAction,
     EventKind,
     QuotaState,
@@ -68,3 +69,9 @@ def test_terminal_turn_statuses() -> None:
         "cancelled",
         "interrupted",
     }
+
+
+async def test_admission_limits_are_the_tables_limit_columns(db: ScratchTarget, pool: Pool) -> None:
+    catalog = await describe(pool, db.config.schema)
+    columns = {c.split()[0] for c in catalog["tables"]["admission_limits"]["columns"]}
+    assert columns - {"tenant", "updated_at"} == {member.value for member in AdmissionLimit}

@@ -14,12 +14,14 @@ from uuid import uuid4
 import pytest
 
 from stint.config.settings import Settings, env_name
+from stint.ops.admission import admission_json
 from stint.ops.checks import Check, CheckReport
 from stint.ops.cli import build_parser
 from stint.ops.quota import quota_json
 from stint.ops.show import session_json, turn_json, turn_of_session_json
 from stint.ops.sizing import Sizing
 from stint.ops.status import status_json
+from stint.store.admission import LimitsRow
 from stint.store.controls import AnswerResult, ControlResult
 from stint.store.models import EnqueueResult, Event, QuotaScope, StatusSummary, WorkerRow
 from stint.store.usage import SessionUsage, TurnUsage
@@ -89,6 +91,14 @@ def _session() -> SessionUsage:
     return SessionUsage(uuid4(), "idle", 3, [_turn()])
 
 
+def _status() -> StatusSummary:
+    return StatusSummary([_worker()], {}, 0, 0, 0, None, 1, 0, 0)
+
+
+_LIMITS = LimitsRow("*", None, None, 16, None, 0, 0)
+_ADMISSION = admission_json([_LIMITS], 0)
+
+
 OUTPUTS = {
     "`stint prune`": PruneReport().as_json(),
     "`stint enqueue`": EnqueueResult(uuid4(), uuid4(), 1, True).as_json(),
@@ -101,13 +111,16 @@ OUTPUTS = {
     "`stint show --turn`": turn_of_session_json(_session(), _turn()),
     "`stint show`: `turns[]`, `turn`": turn_json(_turn()),
     "`stint show`: `usage`, `session_usage`, `turns[].usage`": _turn().usage(),
-    "`stint status --json`": status_json(StatusSummary([_worker()], {}, 0, 0, 0, None, 1, 0, 0)),
-    "`stint status --json`: `workers[]`": status_json(
-        StatusSummary([_worker()], {}, 0, 0, 0, None, 1, 0, 0)
-    )["workers"][0],
+    "`stint status --json`": status_json(_status(), _ADMISSION),
+    "`stint status --json`: `workers[]`": status_json(_status(), _ADMISSION)["workers"][0],
     "`stint quota show`, `stint quota list` (one line per scope)": quota_json(
         QuotaScope("s", None, None, None, 60.0, *([0] * 13))
     ),
+    "`stint admission show`, `status --json`: `admission`": _ADMISSION,
+    "`stint admission show`: `global_backlog`": _ADMISSION["global_backlog"],
+    "`stint admission show`: `tenants[]`": _LIMITS.as_json(),
+    "`stint admission show`: `tenants[].limits`": _LIMITS.as_json()["limits"],
+    "`stint admission show`: `tenants[].usage`": _LIMITS.as_json()["usage"],
     "`stint check --json`": CheckReport([Check("c", True, {})]).as_json(),
     "`stint check --json`: `checks[]`": CheckReport([Check("c", True, {})]).as_json()["checks"][0],
     "`stint size --json`": {f.name: None for f in fields(Sizing)},

@@ -181,7 +181,8 @@ SELECT id, status FROM sessions WHERE id = %(session_id)s
 
 -- name: sessions_lock_for_enqueue
 -- With %(tenant)s set, another tenant's session is not found (the API's scope).
-SELECT queued_turns, last_turn_seq, lease_owner, coalesce(lease_expires_at > now(), false) AS lease_live
+SELECT tenant, queued_turns, last_turn_seq, lease_owner,
+       coalesce(lease_expires_at > now(), false) AS lease_live
 FROM sessions
 WHERE id = %(session_id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 FOR UPDATE

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stint.loadtest.model import CaseReport, CaseSpec
+from stint.loadtest.report_head import report_head
 
 __all__ = ["Rung", "marginal", "write_ladder"]
 
@@ -90,14 +91,7 @@ def write_ladder(
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "ladder.json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [
-        "# Memory ladder: slots and workers",
-        "",
-        f"Generated {generated_at} by:",
-        "",
-        "```",
-        command,
-        "```",
-        "",
+        *report_head("Memory ladder: slots and workers", generated_at, command),
         f"Each rung is a full load case (2 x slots sessions, 250 ms tool wait, cold and warm "
         f"bursts, every check). {backend}.",
         "",

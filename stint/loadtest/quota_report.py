@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stint.loadtest.report_head import report_head
+
 __all__ = ["write_quotas"]
 
 SCHEMA_VERSION = 1
@@ -48,14 +50,7 @@ def render_quotas(figures: dict[str, Any]) -> str:
     plan = figures["plan"]
     rss = figures["worker_rss_mib"]
     lines = [
-        "# Provider quotas: a quota soak",
-        "",
-        f"Generated {figures['generated_at']} by:",
-        "",
-        "```",
-        figures["command"],
-        "```",
-        "",
+        *report_head("Provider quotas: a quota soak", figures["generated_at"], figures["command"]),
         f"{plan['turns']:,} agents-harness turns (one model call each) from a backlog, over "
         f"{plan['workers']} workers {chr(215)} {plan['slots']} slots against a fake "
         f"OpenAI-compatible provider with no token delay. The workers are split over "

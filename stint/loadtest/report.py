@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from stint.loadtest.model import SCHEMA_VERSION
+from stint.loadtest.report_head import report_head
 from stint.ops.sizing import measured_profile
 
 __all__ = ["build_matrix", "render_charts", "render_markdown", "write_case", "write_matrix"]
@@ -324,14 +325,9 @@ def render_markdown(matrix: dict[str, Any]) -> str:
     summary, cases, backend = matrix["summary"], matrix["cases"], matrix["backend"]
     scripted = [row for row in summary if row["harness"] == "scripted"]
     lines = [
-        f"# Stint load test: workers {_X} slots",
-        "",
-        f"Generated {matrix['generated_at']} by:",
-        "",
-        "```",
-        matrix["command"],
-        "```",
-        "",
+        *report_head(
+            f"Stint load test: workers {_X} slots", matrix["generated_at"], matrix["command"]
+        ),
         "## What ran",
         "",
         f"- Backend: {backend.get('kind', 'unknown')}, PostgreSQL "

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from stint.loadtest.report_head import report_head
+
 __all__ = ["write_scale"]
 
 _NOT_MEASURED = "not measured"
@@ -19,14 +21,11 @@ def render_scale(figures: dict[str, Any]) -> str:
     plan = figures["plan"]
     age = figures["queue_age_s"]
     lines = [
-        "# Scale soak: 100,000 turns with retention running",
-        "",
-        f"Generated {figures['generated_at']} by:",
-        "",
-        "```",
-        figures["command"],
-        "```",
-        "",
+        *report_head(
+            "Scale soak: 100,000 turns with retention running",
+            figures["generated_at"],
+            figures["command"],
+        ),
         f"{plan['turns']:,} zero-wait scripted turns enqueued at {plan['rate']:g} turns/s over "
         f"{plan['workers']} workers {chr(215)} {plan['slots']} slots, {plan['turns_per_session']} "
         f"turns per session, with {plan['parked']:,} sessions parked on questions all along and "

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.imports_probe import modules_loaded
 
 _PROBE = """
 import json, sys
@@ -21,15 +20,7 @@ print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
 
 
 def _loaded(harness: str, workspace: Path) -> list[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE, harness, str(workspace)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    loaded: list[str] = json.loads(out.stdout)
-    return loaded
+    return modules_loaded(_PROBE, harness, str(workspace))
 
 
 def test_scripted_worker_does_not_import_openai(tmp_path: Path) -> None:

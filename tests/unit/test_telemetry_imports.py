@@ -3,9 +3,7 @@ OpenTelemetry SDK nor prometheus_client; turning each on imports it."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from tests.imports_probe import modules_loaded
 
 _PROBE = """
 import json, sys
@@ -22,15 +20,7 @@ print(json.dumps(sorted(m for m in heavy if m in sys.modules)))
 
 
 def _loaded(tracing: str, health_port: int) -> list[str]:
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE, tracing, str(health_port)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    loaded: list[str] = json.loads(out.stdout)
-    return loaded
+    return modules_loaded(_PROBE, tracing, str(health_port))
 
 
 def test_off_by_default_imports_neither() -> None:

@@ -19,6 +19,7 @@ from _pytest.config.argparsing import Parser
 from _pytest.nodes import Item
 from _pytest.terminal import TerminalReporter
 
+from stint.loadtest.interrupt import sigterm_as_interrupt
 from stint.loadtest.model import HARNESSES, CaseSpec
 from stint.loadtest.session import LoadSession
 
@@ -145,6 +146,7 @@ def pytest_runtest_setup(item: Item) -> None:
 
 def pytest_configure(config: Config) -> None:
     config.addinivalue_line("markers", "load: part of the load matrix (needs --run-load)")
+    sigterm_as_interrupt()  # a killed load run still stops its workers and clusters
 
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter, config: Config) -> None:

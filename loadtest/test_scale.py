@@ -28,6 +28,12 @@ pytestmark = pytest.mark.load
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "load"
 
 
+def _command(request: pytest.FixtureRequest) -> str:
+    """The command as run, with the STINT_SCALE_* settings that shaped it."""
+    settings = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("STINT_SCALE_")]
+    return shlex.join([*settings, "pytest", *request.config.invocation_params.args])
+
+
 async def test_scale_soak_keeps_the_hot_path_flat_as_history_grows(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -67,7 +73,7 @@ async def test_scale_soak_keeps_the_hot_path_flat_as_history_grows(
         figures = {
             **run.as_json(),
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": shlex.join(["pytest", *request.config.invocation_params.args]),
+            "command": _command(request),
             "backend": backends.describe(),
             "checks": report.as_json(),
             "checks_summary": "all passed" if not failed else f"FAILED: {', '.join(failed)}",

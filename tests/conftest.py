@@ -18,6 +18,7 @@ import uvloop
 from _pytest.config import Config
 from _pytest.nodes import Item
 
+from stint.loadtest.interrupt import sigterm_as_interrupt
 from stint.postgres.scratch import ScratchDatabases, ScratchSchemas, ScratchTarget
 from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
 from stint.store.config import ROLE_CLI, StoreConfig
@@ -26,6 +27,10 @@ from tests.passwords import PasswordDatabase, create_password_database
 from tests.workers import Cluster
 
 Scratch = ScratchDatabases | ScratchSchemas
+
+
+def pytest_configure(config: Config) -> None:
+    sigterm_as_interrupt()  # a killed run still stops its workers and throwaway clusters
 
 
 def pytest_asyncio_loop_factories(config: Config, item: Item) -> Mapping[str, Callable[[], object]]:

@@ -4,14 +4,17 @@ For each configuration (1 worker x 32 slots and 2 workers x 4 slots by
 default): a fresh durable throwaway PostgreSQL; W real ``worker`` processes,
 registered, then paused (SIGSTOP) while the turns are enqueued, then resumed
 and measured until every turn finished. Figures: turns/s from PostgreSQL audit
-times; worker CPU ms per turn and peak RSS per worker (psutil, sampled every
-50 ms); database statements per turn from pg_stat_statements (each Stint
-statement is one round trip and one autocommit transaction; claims, lease
-renewals and shutdown are included); how often a statement waited for one of
-the worker's few pool connections and for how long, scraped from each worker's
-``/metrics`` at the end (so the workers run as deployed: health port and
-metrics on). Writes ``docs/bench/latest.json`` and appends a line per
-configuration to ``docs/benchmarks.md``.
+times; worker CPU ms per turn and peak RSS per worker (psutil, sampled every 50
+ms; the finished count every 250 ms); PostgreSQL's CPU ms per turn (the
+postmaster and every backend, exited ones included) and from the two the CPU
+ceiling: the turns/s this machine's cores could reach if the workers and
+PostgreSQL used all of them and nothing waited; database statements per turn
+from pg_stat_statements (each Stint statement is one round trip and one
+autocommit transaction; claims, lease renewals and shutdown are included); how
+often a statement waited for one of the worker's few pool connections and for
+how long, scraped from each worker's ``/metrics`` at the end (so the workers
+run as deployed: health port and metrics on). Writes ``docs/bench/latest.json``
+and appends a line per configuration to ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,6 +53,7 @@ __all__ = ["main"]
 
 SCHEMA_VERSION = 1
 _SAMPLE_SECONDS = 0.05
+_SAMPLES_PER_POLL = 5
 _TURNS_PER_SESSION = 10
 
 
@@ -59,6 +64,8 @@ class BenchResult:
     turns: int
     turns_per_second: float
     cpu_ms_per_turn: float
+    postgres_cpu_ms_per_turn: float
+    cpu_ceiling_turns_per_second: float
     peak_rss_mib_per_worker: float
     statements_per_turn: float
     failed_turns: int
@@ -113,7 +120,9 @@ async def _workers_registered(probe: ProbeStore, expected: int) -> None:
             await asyncio.sleep(_SAMPLE_SECONDS)
 
 
-async def run_one(target: ScratchTarget, workers: int, slots: int, turns: int) -> BenchResult:
+async def run_one(
+    target: ScratchTarget, postgres: psutil.Process, workers: int, slots: int, turns: int
+) -> BenchResult:
     config: StoreConfig = target.config
     workspace = Path(tempfile.mkdtemp(prefix="stint-bench-"))
     env = {
@@ -138,14 +147,20 @@ async def run_one(target: ScratchTarget, workers: int, slots: int, turns: int) -
             p.send_signal(signal.SIGSTOP)
         await _enqueue_all(client, turns)
         cpu_before = sum(_cpu(h) for h in handles)
+        postgres_before = _server_cpu(postgres)
         await probe.statements_reset()
         for p in procs:
             p.send_signal(signal.SIGCONT)
         peak_rss = 0
-        while (await probe.turns_progress()).finished < turns:
+        samples = 0
+        # RSS every sample, the progress count (a scan of turns: PostgreSQL CPU that
+        # is counted against the turns) every few.
+        while samples % _SAMPLES_PER_POLL or (await probe.turns_progress()).finished < turns:
             peak_rss = max(peak_rss, *(h.memory_info().rss for h in handles))
+            samples += 1
             await asyncio.sleep(_SAMPLE_SECONDS)
         cpu = sum(_cpu(h) for h in handles) - cpu_before
+        postgres_cpu = _server_cpu(postgres) - postgres_before
         timings = await probe.turns_timings()
         waits = [await asyncio.to_thread(_pool_wait, port) for port in ports]
         codes = stop_workers(procs)
@@ -155,14 +170,19 @@ async def run_one(target: ScratchTarget, workers: int, slots: int, turns: int) -
     finally:
         stop_workers(procs)
         await pool.close()
+        shutil.rmtree(workspace, ignore_errors=True)
     start = min(t.started_at for t in timings)
     span = max(t.finished_at for t in timings) - start
+    cpu_ms = cpu * 1000 / len(timings)
+    postgres_ms = postgres_cpu * 1000 / len(timings)
     return BenchResult(
         workers=workers,
         slots=slots,
         turns=len(timings),
         turns_per_second=round(len(timings) / span, 1),
-        cpu_ms_per_turn=round(cpu * 1000 / len(timings), 2),
+        cpu_ms_per_turn=round(cpu_ms, 2),
+        postgres_cpu_ms_per_turn=round(postgres_ms, 2),
+        cpu_ceiling_turns_per_second=round((os.cpu_count() or 1) * 1000 / (cpu_ms + postgres_ms)),
         peak_rss_mib_per_worker=round(peak_rss / 2**20, 1),
         statements_per_turn=round(statements / len(timings), 2),
         failed_turns=sum(1 for t in timings if t.status != "succeeded"),
@@ -178,6 +198,19 @@ def _cpu(handle: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
+def _server_cpu(postmaster: psutil.Process) -> float:
+    """CPU seconds of a PostgreSQL server: the postmaster, the backends and
+    helpers alive now, and those that exited (reaped, so counted as its children)."""
+    times = postmaster.cpu_times()
+    total = times.user + times.system + times.children_user + times.children_system
+    for child in postmaster.children():
+        try:
+            total += _cpu(child)
+        except psutil.NoSuchProcess:
+            continue  # exited between the listing and the reading: in children_* next time
+    return float(total)
+
+
 async def run_all(configs: list[tuple[int, int]], turns: int) -> list[BenchResult]:
     template = ThrowawayTemplate(
         durable=True, settings={"shared_preload_libraries": "pg_stat_statements"}
@@ -190,7 +223,8 @@ async def run_all(configs: list[tuple[int, int]], turns: int) -> list[BenchResul
                 scratch = ScratchDatabases(StoreConfig(conninfo=cluster.conninfo()))
                 await scratch.prepare()
                 target = await scratch.create()
-                result = await run_one(target, workers, slots, turns)
+                postgres = psutil.Process(cluster.postmaster_pid())
+                result = await run_one(target, postgres, workers, slots, turns)
                 print(json.dumps(asdict(result)), flush=True)
                 results.append(result)
             finally:
@@ -230,7 +264,8 @@ def _write(results: list[BenchResult], command: str) -> None:
                 f"| {stamp} | {r.workers} x {r.slots} | {r.turns} | {r.turns_per_second} | "
                 f"{r.cpu_ms_per_turn} | {r.peak_rss_mib_per_worker} | "
                 f"{r.statements_per_turn} | {r.failed_turns} | "
-                f"{r.pool_borrows_waited} | {r.pool_wait_ms_per_turn} |\n"
+                f"{r.pool_borrows_waited} | {r.pool_wait_ms_per_turn} | "
+                f"{r.postgres_cpu_ms_per_turn} | {r.cpu_ceiling_turns_per_second} |\n"
             )
 
 
@@ -243,10 +278,14 @@ every statement the workers ran, from pg_stat_statements (each is one round trip
 autocommit transaction), claims, lease renewals and shutdown included. The workers run as
 deployed, with their health port and /metrics on; "pool waited" is the fraction of pool
 borrows that waited for a free connection and "pool wait" the time spent so, per turn.
+"CPU ms/turn" is the workers' CPU, "PG CPU ms/turn" the PostgreSQL server's (its
+postmaster and every backend, the benchmark's own progress polls included), and
+"CPU ceiling" the turns/s at which the two would use every core of this machine: no
+configuration can pass it here, and the distance to it is time spent waiting.
 
 | when | W x S | turns | turns/s | CPU ms/turn | peak RSS MiB/worker | statements/turn | failed \
-| pool waited | pool wait ms/turn |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| pool waited | pool wait ms/turn | PG CPU ms/turn | CPU ceiling turns/s |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 """
 
 

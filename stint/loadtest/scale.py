@@ -34,6 +34,7 @@ __all__ = ["ScalePlan", "ScaleRun", "Window", "pg_cpu_seconds"]
 
 _DAY = 86_400.0
 _SAMPLE_SECONDS = 0.5
+_PRODUCER_CONCURRENCY = 6  # of the test's pool of 8: the samplers keep two
 # The statements whose cost must stay flat as history grows.
 HOT = ("turns_claim", "turns_finish", "steps_start", "steps_finish", "leases_renew")
 
@@ -64,6 +65,7 @@ class Window:
     finished: int
     seconds: float
     turns_per_s: float
+    enqueued_per_s: float
     statements_ms: dict[str, float | None]
     oldest_ready_age_max_s: float | None
     worker_rss_mib: list[float]
@@ -140,6 +142,7 @@ class ScaleDriver:
         self.cgroup_procs = cgroup_procs
         self.progress = progress
         self.procs: list[Any] = []
+        self.enqueued = 0
 
     async def run(self) -> ScaleRun:
         result = ScaleRun(self.plan)
@@ -176,31 +179,57 @@ class ScaleDriver:
         return round(stats["turns_claim"].mean_ms, 3) if "turns_claim" in stats else None
 
     async def _produce(self, sessions: list[Any]) -> None:
-        """Enqueue at a steady rate, round robin over the sessions."""
+        """Enqueue at a steady rate, round robin over the sessions, with up to
+        ``_PRODUCER_CONCURRENCY`` enqueues in flight: one producer waiting for each
+        enqueue's transaction (several statements on a busy server) could not
+        offer the plan's rate, and the soak would measure the producer."""
         started = time.monotonic()
-        for n in range(self.plan.turns):
-            due = started + n / self.plan.rate
-            delay = due - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            session = sessions[n % len(sessions)]
-            while True:
-                try:
-                    await self.client.turns_enqueue(
-                        session_id=session,
-                        idempotency_key=f"t{n}",
-                        turn_input={"min_wait_ms": 0},
-                    )
-                    break
-                except StoreError as exc:
-                    self.progress(f"enqueue retried: {exc}")
-                    await asyncio.sleep(0.1)
+        slots = asyncio.Semaphore(_PRODUCER_CONCURRENCY)
+        pending: set[asyncio.Task[None]] = set()
+        failures: list[BaseException] = []
+
+        def done(task: asyncio.Task[None]) -> None:
+            pending.discard(task)
+            slots.release()
+            if not task.cancelled() and task.exception() is not None:
+                failures.append(task.exception())  # type: ignore[arg-type]
+
+        try:
+            for n in range(self.plan.turns):
+                due = started + n / self.plan.rate
+                delay = due - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await slots.acquire()
+                if failures:
+                    raise RuntimeError("an enqueue failed") from failures[0]
+                task = asyncio.create_task(self._enqueue(sessions[n % len(sessions)], n))
+                pending.add(task)
+                task.add_done_callback(done)
+            while pending:
+                await asyncio.gather(*pending)
+        finally:
+            for task in pending:
+                task.cancel()
+
+    async def _enqueue(self, session: Any, n: int) -> None:
+        while True:
+            try:
+                await self.client.turns_enqueue(
+                    session_id=session, idempotency_key=f"t{n}", turn_input={"min_wait_ms": 0}
+                )
+                self.enqueued += 1
+                return
+            except StoreError as exc:
+                self.progress(f"enqueue retried: {exc}")
+                await asyncio.sleep(0.1)
 
     async def _watch(self, result: ScaleRun, producer: asyncio.Task[None]) -> None:
         await self.probe.statements_reset()
         window_start = time.monotonic()
         cpu_start = pg_cpu_seconds(self.postmaster())
         base = 0
+        enqueued_base = self.enqueued
         oldest: list[float] = []
         peak_rss: dict[int, float] = {}
         while base < self.plan.turns:
@@ -232,6 +261,7 @@ class ScaleDriver:
                     finished=finished,
                     seconds=round(now - window_start, 2),
                     turns_per_s=round(turns / (now - window_start), 1),
+                    enqueued_per_s=round((self.enqueued - enqueued_base) / (now - window_start), 1),
                     statements_ms={
                         name: round(stats[name].mean_ms, 3) if name in stats else None
                         for name in HOT
@@ -247,6 +277,7 @@ class ScaleDriver:
             )
             self.progress(f"{finished}/{self.plan.turns} turns: {result.windows[-1]}")
             base, window_start, cpu_start, oldest, peak_rss = finished, now, cpu, [], {}
+            enqueued_base = self.enqueued
             await self.probe.statements_reset()
 
     async def _finished_count(self) -> int:

@@ -26,7 +26,8 @@ def render_scale(figures: dict[str, Any]) -> str:
             figures["generated_at"],
             figures["command"],
         ),
-        f"{plan['turns']:,} zero-wait scripted turns enqueued at {plan['rate']:g} turns/s over "
+        f"{plan['turns']:,} zero-wait scripted turns offered at {plan['rate']:g} turns/s "
+        "(enqueued/s: what the producer managed, several enqueues in flight) over "
         f"{plan['workers']} workers {chr(215)} {plan['slots']} slots, {plan['turns_per_session']} "
         f"turns per session, with {plan['parked']:,} sessions parked on questions all along and "
         f"retention keeping {plan['retain_seconds']:g} s of history (pruned every "
@@ -42,15 +43,17 @@ def render_scale(figures: dict[str, Any]) -> str:
         "",
         "## Per window",
         "",
-        "| finished | turns/s | claim ms | finish ms | step ms (start/finish) | renew ms "
-        "| oldest ready max | worker RSS MiB | turns/s per PG CPU-s | events MiB | turns MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| finished | enqueued/s | turns/s | claim ms | finish ms | step ms (start/finish) "
+        "| renew ms | oldest ready max | worker RSS MiB | turns/s per PG CPU-s "
+        "| events MiB | turns MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for w in figures["windows"]:
         ms = w["statements_ms"]
         rss = w["worker_rss_mib"]
         lines.append(
-            f"| {w['finished']:,} | {w['turns_per_s']} | {_cell(ms.get('turns_claim'))} "
+            f"| {w['finished']:,} | {_cell(w.get('enqueued_per_s'))} | {w['turns_per_s']} "
+            f"| {_cell(ms.get('turns_claim'))} "
             f"| {_cell(ms.get('turns_finish'))} "
             f"| {_cell(ms.get('steps_start'))}/{_cell(ms.get('steps_finish'))} "
             f"| {_cell(ms.get('leases_renew'))} | {_cell(w['oldest_ready_age_max_s'], ' s')} "

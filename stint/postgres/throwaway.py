@@ -12,6 +12,7 @@ test measures what production would see.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
 import shutil
@@ -254,6 +255,10 @@ class ThrowawayTemplate:
                 self._remove_base(base)
                 raise
             self._base = base
+            # A process that exits without its caller's cleanup (SIGTERM turned into
+            # KeyboardInterrupt, an exception past every finally) still stops its
+            # servers: a forgotten postmaster would keep its cores and its files.
+            atexit.register(self.cleanup)
 
     def new_cluster(self, *, cgroup_procs: Sequence[Path] = ()) -> ThrowawayCluster:
         """Copy the template and start it on a free port; the caller destroys it."""
@@ -272,6 +277,7 @@ class ThrowawayTemplate:
 
     def cleanup(self) -> None:
         """Destroy clusters still alive, remove the template (and base dir if ours)."""
+        atexit.unregister(self.cleanup)
         clusters, self._clusters = self._clusters, []
         for cluster in clusters:
             cluster.destroy()

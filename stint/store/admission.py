@@ -23,10 +23,9 @@ from psycopg.rows import TupleRow
 
 from stint.store.config import StoreConfig
 from stint.store.errors import AdmissionRefused, InvalidInput, QueueFull
-from stint.store.fetch import fetch_all, fetch_one, fetch_optional
+from stint.store.fetch import execute, fetch_all, fetch_one, fetch_optional
 from stint.store.keys import check_tenant
 from stint.store.pool import Pool
-from stint.store.queries import query
 from stint.store.translate import guarded
 from stint.store.vocabulary import AdmissionLimit
 
@@ -157,7 +156,7 @@ async def admit(
     if not (limits.tenant_scoped or global_scope):
         return
     params = {"tenant": tenant, "tenant_scope": limits.tenant_scoped, "global_scope": global_scope}
-    await conn.execute(query("admission_lock"), params)
+    await execute(conn, "admission_lock", **params)
     usage = await fetch_one(conn, _Usage, "admission_usage", **params)
     if limits.max_queued is not None and usage.queued >= limits.max_queued:
         raise _refuse(AdmissionLimit.MAX_QUEUED, limits.max_queued, tenant, "unfinished turns")
@@ -189,7 +188,7 @@ class AdmissionStore:
             params[str(limit)] = limits.get(limit)
             params[f"set_{limit}"] = limit in limits
         async with guarded("admission_set", self._config), self._pool.connection() as conn:
-            await conn.execute(query("admission_set"), params)
+            await execute(conn, "admission_set", **params)
 
     async def admission_list(self) -> list[LimitsRow]:
         """Every limits row (the defaults first) with its tenant's usage."""

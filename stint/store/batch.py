@@ -29,8 +29,8 @@ from psycopg.rows import TupleRow, class_row
 
 from stint.store.config import StoreConfig
 from stint.store.errors import StoreError
+from stint.store.fetch import run_numbered
 from stint.store.pool import Pool
-from stint.store.queries import query
 from stint.store.translate import guarded
 
 __all__ = ["BatchStats", "StatementBatcher"]
@@ -166,9 +166,9 @@ async def _pipelined(conn: AsyncConnection[TupleRow], batch: list[_Pending[Any]]
     cursors = []
     async with conn.transaction(), conn.pipeline():
         for pending in batch:
-            cursor = conn.cursor(row_factory=class_row(pending.row))
-            await cursor.execute(query(pending.name), pending.params)
-            cursors.append(cursor)
+            cursors.append(
+                await run_numbered(conn, pending.name, pending.params, class_row(pending.row))
+            )
     return [
         await (cursor.fetchall() if pending.many else cursor.fetchone())
         for pending, cursor in zip(batch, cursors, strict=True)

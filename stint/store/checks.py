@@ -11,10 +11,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from uuid import UUID
 
-from stint.store.fetch import fetch_all, fetch_one
+from stint.store.fetch import execute, fetch_all, fetch_one
 from stint.store.models import Row
 from stint.store.pool import Pool
-from stint.store.queries import query
 from stint.store.translate import translated
 from stint.store.vocabulary import StepKind, StepStatus
 
@@ -113,7 +112,7 @@ async def collect_evidence(pool: Pool) -> DatabaseEvidence:
     """Read everything the invariant checks need, in one repeatable-read snapshot."""
     with translated("collect_evidence"):
         async with pool.connection() as conn, conn.transaction():
-            await conn.execute(query("checks_snapshot"))
+            await execute(conn, "checks_snapshot")
             gaps = await fetch_all(conn, _Gap, "checks_event_gaps")
             totals = await fetch_one(conn, _Totals, "checks_event_totals")
             statuses = await fetch_all(conn, _TurnStatusCount, "checks_turn_statuses")

@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import AsyncConnection
-from psycopg.rows import TupleRow, class_row
+from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
 from stint.store.admission import admit, check_session_queue, effective_limits
@@ -37,7 +37,6 @@ from stint.store.models import (
     WorkerRow,
 )
 from stint.store.pool import Pool
-from stint.store.queries import query
 from stint.store.translate import guarded
 from stint.store.vocabulary import BusyStrategy, ControlAction, SessionStatus, TurnStatus
 
@@ -260,9 +259,7 @@ class ClientStore:
         """Events of a session with seq > after, in order (the catch-up read)."""
         params = {"session_id": session_id, "after": after, "limit": limit, "tenant": tenant}
         async with guarded("events_after", self._config), self._pool.connection() as conn:
-            cur = conn.cursor(row_factory=class_row(Event))
-            await cur.execute(query("events_after"), params)
-            return await cur.fetchall()
+            return await fetch_all(conn, Event, "events_after", **params)
 
     async def sessions_get(
         self, *, session_id: UUID, tenant: str | None = None

@@ -20,9 +20,8 @@ from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
 from stint.store.errors import AnswerConflict, NoOpenQuestion, UnknownSession, UnknownTurn
-from stint.store.fetch import fetch_all, fetch_optional
+from stint.store.fetch import execute, fetch_all, fetch_optional
 from stint.store.pool import Pool
-from stint.store.queries import query
 from stint.store.translate import guarded
 from stint.store.vocabulary import ControlAction, TurnStatus
 
@@ -119,28 +118,26 @@ async def stop_active_turn(
     if active is None:
         return None, "no turn in progress"
     if active.status == TurnStatus.RUNNING and lease_live:
-        await conn.execute(
-            query("controls_request"),
-            {
-                "session_id": session_id,
-                "action": action,
-                "turn_id": active.id,
-                "reason": reason,
-                "control_channel": config.control_channel,
-            },
+        await execute(
+            conn,
+            "controls_request",
+            session_id=session_id,
+            action=action,
+            turn_id=active.id,
+            reason=reason,
+            control_channel=config.control_channel,
         )
         return active.id, f"requested from worker {lease_owner}"
-    await conn.execute(
-        query("controls_end_turn"),
-        {
-            "session_id": session_id,
-            "turn_id": active.id,
-            "status": action.turn_status,
-            "kind": action.event_kind,
-            "reason": reason,
-            "events_channel": config.events_channel,
-            "work_channel": config.work_channel,
-        },
+    await execute(
+        conn,
+        "controls_end_turn",
+        session_id=session_id,
+        turn_id=active.id,
+        status=action.turn_status,
+        kind=action.event_kind,
+        reason=reason,
+        events_channel=config.events_channel,
+        work_channel=config.work_channel,
     )
     why = "parked" if active.status == TurnStatus.PARKED else "no live worker holds its lease"
     return active.id, f"{action.turn_status} in the database ({why})"

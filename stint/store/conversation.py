@@ -17,9 +17,9 @@ from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
 from stint.store.errors import LeaseLost
+from stint.store.fetch import execute
 from stint.store.models import Claim
 from stint.store.pool import Pool
-from stint.store.queries import query
 from stint.store.translate import guarded
 
 __all__ = ["ConversationStore", "MessageWindow"]
@@ -46,7 +46,7 @@ class ConversationStore:
         """At most ``limit`` messages of the turns before ``turn_id``."""
         params = {"session_id": session_id, "turn_id": turn_id, "limit": limit}
         async with guarded("messages_recent", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("messages_recent"), params)
+            cur = await execute(conn, "messages_recent", **params)
             row = await cur.fetchone()
         assert row is not None
         total, pairs = row
@@ -66,7 +66,7 @@ class ConversationStore:
             "messages": [Jsonb(dict(m)) for m in messages],
         }
         async with guarded("messages_append", self._config), self._pool.connection() as conn:
-            cur = await conn.execute(query("messages_append"), params)
+            cur = await execute(conn, "messages_append", **params)
             row = await cur.fetchone()
         if row is None:
             raise LeaseLost(

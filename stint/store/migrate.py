@@ -21,7 +21,7 @@ from psycopg.rows import TupleRow
 
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.errors import DatabaseError, MigrationChecksumMismatch, MigrationError
-from stint.store.fetch import fetch_one
+from stint.store.fetch import execute, fetch_one
 from stint.store.pool import Pool, connect
 from stint.store.queries import query
 from stint.store.translate import guarded, translated
@@ -129,8 +129,8 @@ async def _locked_applied(
     only when something is missing, so a role without CREATE on the database
     (the schema owner) or on the schema (the app role) can run a no-op.
     """
-    await conn.execute(query("migrations_limits"))
-    await conn.execute(query("migrations_lock"), {"schema": schema})
+    await execute(conn, "migrations_limits")
+    await execute(conn, "migrations_lock", schema=schema)
     state = await fetch_one(conn, _SchemaState, "migrations_schema_state", schema=schema)
     if not state.table_exists:
         if not create:
@@ -195,9 +195,12 @@ async def migrate(
                     nxt = pending[0]
                     with _privileges("apply migrations", migration=nxt.label):
                         await conn.execute(nxt.text)  # a shipped file, trusted like a literal
-                    await conn.execute(
-                        query("migrations_record"),
-                        {"version": nxt.version, "name": nxt.name, "checksum": nxt.checksum},
+                    await execute(
+                        conn,
+                        "migrations_record",
+                        version=nxt.version,
+                        name=nxt.name,
+                        checksum=nxt.checksum,
                     )
             done.append(nxt)
     finally:
@@ -255,5 +258,5 @@ def _pending(files: list[Migration], applied: list[Migration]) -> list[Migration
 
 
 async def _applied(conn: AsyncConnection[TupleRow]) -> list[Migration]:
-    cur = await conn.execute(query("migrations_applied"))
+    cur = await execute(conn, "migrations_applied")
     return [Migration(version=v, name=n, checksum=c) for v, n, c in await cur.fetchall()]

@@ -14,10 +14,10 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
-from stint.store.fetch import fetch_all, fetch_one
+from stint.store.fetch import execute, fetch_all, fetch_one
 from stint.store.models import TurnProgress, TurnTiming
 from stint.store.pool import Pool
-from stint.store.queries import query
+from stint.store.queries import numbered, query
 from stint.store.translate import guarded
 
 __all__ = [
@@ -39,19 +39,19 @@ class PlanNode:
     index: str | None
 
 
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+_COMMENT = re.compile(r"--[^\n]*")
+# Quoted literals, parameters, numbers, and the field of extract(field FROM ...),
+# which PostgreSQL's grammar turns into a string constant.
+_CONSTANT = re.compile(
+    r"'(?:[^']|'')*'|\$\d+|\b\d+(?:\.\d+)?\b|(?<=extract\()\w+(?= FROM)", re.IGNORECASE
+)
 
 
-def _as_sent(text: str) -> str:
-    """A statement's text as PostgreSQL receives it (and pg_stat_statements keys
-    it): psycopg numbers named placeholders $1, $2... in order of first
-    appearance, and sends ``%%`` as ``%``."""
-    numbers: dict[str, int] = {}
-
-    def number(match: re.Match[str]) -> str:
-        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
-
-    return _PLACEHOLDER.sub(number, text).replace("%%", "%")
+def _normalized(text: str) -> str:
+    """A statement's text with comments dropped and every literal constant and
+    parameter made ``?``: the same for the text Stint sends and the text
+    pg_stat_statements stores for it (which has its constants replaced by $n)."""
+    return _CONSTANT.sub("?", _COMMENT.sub("", text))
 
 
 def _plan_nodes(plan: Mapping[str, Any]) -> Iterator[PlanNode]:
@@ -154,16 +154,19 @@ class ProbeStore:
     async def statements_reset(self) -> None:
         """Start counting statements (pg_stat_statements must be preloaded)."""
         async with guarded("statements_reset", self._config), self._pool.connection() as conn:
-            await conn.execute(query("statements_enable"))
-            await conn.execute(query("statements_reset"))
+            await execute(conn, "statements_enable")
+            await execute(conn, "statements_reset")
 
     async def statements_calls(self, *, excluding: Sequence[str] = ()) -> int:
         """Statements run in this database since the reset, not counting the
         named store statements (a caller's own polling)."""
-        excluded = [_as_sent(query(name)) for name in excluding]
-        async with guarded("statements_calls", self._config), self._pool.connection() as conn:
-            found = await fetch_one(conn, _Count, "statements_calls", excluded=excluded)
-        return found.count
+        excluded = {_normalized(numbered(name).text) for name in excluding}
+        rows = await self._statements()
+        return sum(r.calls for r in rows if _normalized(r.query) not in excluded)
+
+    async def _statements(self) -> list[StatementStat]:
+        async with guarded("statements_all", self._config), self._pool.connection() as conn:
+            return await fetch_all(conn, StatementStat, "statements_all")
 
     async def load_sample(self) -> LoadSample:
         async with guarded("load_sample", self._config), self._pool.connection() as conn:
@@ -176,7 +179,7 @@ class ProbeStore:
     async def table_footprint(self) -> list[TableFootprint]:
         """Each table's size, after VACUUM (ANALYZE) brought the estimates up to date."""
         async with guarded("table_footprint", self._config), self._pool.connection() as conn:
-            await conn.execute(query("vacuum_analyze"))
+            await execute(conn, "vacuum_analyze")
             return await fetch_all(conn, TableFootprint, "table_footprint")
 
     async def event_times(self, *, kind: str) -> dict[UUID, float]:
@@ -242,10 +245,9 @@ class ProbeStore:
     async def statements_mean(self, names: Sequence[str]) -> dict[str, StatementStat]:
         """pg_stat_statements' figures for these named store statements, by name
         (absent: not called since the reset)."""
-        texts = {_as_sent(query(name)): name for name in names}
-        async with guarded("statements_mean", self._config), self._pool.connection() as conn:
-            rows = await fetch_all(conn, StatementStat, "statements_mean", texts=list(texts))
-        return {texts[r.query]: r for r in rows if r.query in texts}
+        wanted = {_normalized(numbered(name).text): name for name in names}
+        rows = await self._statements()
+        return {wanted[key]: r for r in rows if (key := _normalized(r.query)) in wanted}
 
     async def queue_age(self) -> QueueAge:
         async with guarded("queue_age", self._config), self._pool.connection() as conn:

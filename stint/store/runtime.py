@@ -25,7 +25,7 @@ from stint.store.batch import StatementBatcher
 from stint.store.config import StoreConfig
 from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost, WorkerIdInUse
-from stint.store.fetch import fetch_all, fetch_one, fetch_optional
+from stint.store.fetch import execute, fetch_all, fetch_one, fetch_optional
 from stint.store.models import (
     Claim,
     ControlRequest,
@@ -37,7 +37,6 @@ from stint.store.models import (
     Work,
 )
 from stint.store.pool import Pool
-from stint.store.queries import query
 from stint.store.quotas import QuotaStore
 from stint.store.retention import RetentionStore
 from stint.store.translate import guarded
@@ -189,7 +188,7 @@ class RuntimeStore:
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None:
         params = {"id": worker_id, "pid": pid, "state": state}
         async with guarded("workers_set_state", self._config), self._pool.connection() as conn:
-            await conn.execute(query("workers_set_state"), params)
+            await execute(conn, "workers_set_state", **params)
 
     async def turns_claim(
         self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float

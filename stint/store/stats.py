@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from stint.store.config import StoreConfig
-from stint.store.fetch import fetch_all, fetch_one, fetch_optional
+from stint.store.fetch import execute, fetch_all, fetch_one, fetch_optional
 from stint.store.models import QuotaScope
 from stint.store.pool import Pool
-from stint.store.queries import query
 from stint.store.quotas import QuotaStore
 from stint.store.translate import guarded
 
@@ -87,7 +86,7 @@ class StatsStore:
 
     async def leader_resign(self, *, name: str, holder: str) -> None:
         async with guarded("leader_resign", self._config), self._pool.connection() as conn:
-            await conn.execute(query("leader_resign"), {"job": name, "holder": holder})
+            await execute(conn, "leader_resign", job=name, holder=holder)
 
     async def leader_get(self, *, name: str) -> Leader | None:
         async with guarded("leader_get", self._config), self._pool.connection() as conn:

@@ -35,6 +35,30 @@ WHERE n.nspname = %(schema)s AND c.relpersistence <> 'p'
 """
 
 
+# Foreign keys whose referencing columns lead no index of their table: deleting a
+# referenced row (retention) then checks the key with a scan of the whole table.
+_UNINDEXED_KEYS = """
+SELECT con.conrelid::regclass::text, con.conname
+FROM pg_constraint con
+JOIN pg_namespace ns ON ns.oid = con.connamespace
+WHERE ns.nspname = %(schema)s AND con.contype = 'f'
+  AND NOT EXISTS (
+      SELECT FROM pg_index i
+      WHERE i.indrelid = con.conrelid
+        AND (SELECT array_agg(k ORDER BY k) FROM unnest(con.conkey) AS k)
+            = (SELECT array_agg(k ORDER BY k)
+               FROM unnest((i.indkey::int2[])[0:cardinality(con.conkey) - 1]) AS k))
+ORDER BY 1, 2
+"""
+
+
+async def unindexed_foreign_keys(pool: Pool, schema: str) -> list[tuple[str, str]]:
+    """(table, constraint) of each foreign key that no index can check."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(_UNINDEXED_KEYS, {"schema": schema})).fetchall()
+    return [(table, name) for table, name in rows]
+
+
 async def describe(pool: Pool, schema: str) -> dict[str, Any]:
     """Tables with their columns, constraints and indexes, as plain lists."""
     params = {"schema": schema}

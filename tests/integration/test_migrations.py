@@ -14,7 +14,7 @@ from stint.store.config import ROLE_CLI
 from stint.store.errors import MigrationChecksumMismatch, MigrationError
 from stint.store.migrate import applied_migrations, migrate, migration_files
 from stint.store.pool import Pool, open_pool
-from tests.integration.catalog import describe
+from tests.integration.catalog import describe, unindexed_foreign_keys
 
 EXPECTED = Path(__file__).with_name("expected_schema.json")
 
@@ -46,6 +46,13 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "quota_reservations",
         "admission_limits",
     }
+
+
+async def test_every_foreign_key_is_checked_through_an_index(db: ScratchTarget, pool: Pool) -> None:
+    """Retention deletes turns and sessions' history: a key without an index
+    turns each deleted row into a scan of the referencing table (the scale soak
+    found prune_turns timing out that way, the turns table never pruned)."""
+    assert await unindexed_foreign_keys(pool, db.config.schema) == []
 
 
 async def test_second_run_is_a_noop(db: ScratchTarget) -> None:

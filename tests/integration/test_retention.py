@@ -243,3 +243,20 @@ def _lock_awaited(inode: int) -> bool:
         if "->" in fields and fields[fields.index("->") + 5].rsplit(":", 1)[-1] == str(inode):
             return True
     return False
+
+
+async def test_an_event_left_without_its_turn_fails_the_checks(history: History) -> None:
+    """Events have no foreign key to turns (migration 0011: it made every pruned
+    turn a scan of the events table); the checks stand in for it."""
+    _, turn = await history.run(None, "orphaned")
+    await history.checks_pass()
+    for statement in (
+        "DELETE FROM steps WHERE turn_id = %s RETURNING 1",
+        "DELETE FROM conversation_messages WHERE turn_id = %s RETURNING 1",
+        "DELETE FROM turns WHERE id = %s RETURNING 1",
+    ):
+        await fetch(history.pool, statement, turn.turn_id)
+    report = await run_checks(history.pool, journals=history.journal.root, quiesced=False)
+    [identities] = [c for c in report.checks if c.name == "consistent_identities"]
+    assert not identities.passed
+    assert {m["what"] for m in identities.evidence["mismatches"]} == {"event_turn_missing"}

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -211,3 +214,26 @@ def _alive(pid: int) -> bool:
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
+
+
+_FORGETFUL = """
+import sys
+from stint.postgres.throwaway import ThrowawayTemplate
+
+cluster = ThrowawayTemplate().new_cluster()
+print(cluster.postmaster_pid(), cluster.data_dir, flush=True)
+raise KeyboardInterrupt  # no cleanup call: what a test run killed by SIGTERM does
+"""
+
+
+def test_a_process_that_exits_without_cleanup_still_stops_its_servers() -> None:
+    run = subprocess.run(
+        [sys.executable, "-c", _FORGETFUL], capture_output=True, text=True, timeout=120
+    )
+    pid, data_dir = run.stdout.split()
+    assert not Path(data_dir).exists(), run.stderr
+    # pg_ctl's wait ends when postmaster.pid is gone, a moment before the process.
+    deadline = time.monotonic() + 30
+    while psutil.pid_exists(int(pid)):
+        assert time.monotonic() < deadline, f"postmaster {pid} still running"
+        time.sleep(0.02)

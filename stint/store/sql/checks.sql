@@ -31,11 +31,17 @@ SELECT session_id, turn_id, step_key, kind, status FROM steps ORDER BY session_i
 
 -- name: checks_identity_mismatches
 -- Rows whose session/turn identities disagree: events or steps naming a turn
--- of another session, turns numbered out of their session's range, or a
--- session whose queued_turns differs from its unfinished turns.
+-- of another session, events naming a turn that does not exist (events have
+-- no foreign key to turns: migration 0011), turns numbered out of their
+-- session's range, or a session whose queued_turns differs from its
+-- unfinished turns.
 SELECT 'event' AS what, e.session_id::text AS session_id, e.seq::text AS detail
 FROM events e JOIN turns t ON t.id = e.turn_id
 WHERE t.session_id <> e.session_id
+UNION ALL
+SELECT 'event_turn_missing', e.session_id::text, e.seq::text
+FROM events e
+WHERE e.turn_id IS NOT NULL AND NOT EXISTS (SELECT FROM turns t WHERE t.id = e.turn_id)
 UNION ALL
 SELECT 'step', st.session_id::text, st.step_key
 FROM steps st JOIN turns t ON t.id = st.turn_id

@@ -27,13 +27,14 @@ CREATE EXTENSION IF NOT EXISTS pg_stat_statements
 -- name: statements_reset
 SELECT pg_stat_statements_reset()
 
--- name: statements_calls
--- Statements executed in this database since the reset, except the given texts
--- (the benchmark's own progress polls).
-SELECT coalesce(sum(calls), 0)::bigint AS count
+-- name: statements_all
+-- Every statement executed in this database since the reset, with its calls
+-- and mean execution time. The caller matches texts itself: pg_stat_statements
+-- stores a statement with its literal constants replaced by $n, so a text as
+-- sent compares equal only when it has no literal ('running', 1).
+SELECT query, calls, mean_exec_time AS mean_ms
 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND query <> ALL (%(excluded)s::text[])
   AND query NOT LIKE 'SELECT pg_stat_statements_reset%%'
 
 -- name: workers_running
@@ -96,15 +97,6 @@ ORDER BY application_name
 -- Every session's log as (seq, kind), in order: what every follower must have seen.
 SELECT session_id, seq, kind FROM events ORDER BY session_id, seq
 
-
--- name: statements_mean
--- Calls and mean execution time of each of the given statement texts since
--- the last reset (pg_stat_statements normalises the text: the caller passes
--- the statements as Stint sends them; constants are parameters already).
-SELECT query, calls, mean_exec_time AS mean_ms
-FROM pg_stat_statements
-WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND query = ANY (%(texts)s::text[])
 
 -- name: queue_age
 -- The oldest ready session's wait, and how many are ready, now.

@@ -41,6 +41,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stint.loadtest.environment import DOCS
 from stint.loadtest.ports import free_port
+from stint.loadtest.server_cpu import pg_cpu_seconds
 from stint.ops.processes import spawn_worker, stop_workers
 from stint.postgres.scratch import ScratchDatabases, ScratchTarget
 from stint.postgres.throwaway import ThrowawayTemplate
@@ -121,7 +122,7 @@ async def _workers_registered(probe: ProbeStore, expected: int) -> None:
 
 
 async def run_one(
-    target: ScratchTarget, postgres: psutil.Process, workers: int, slots: int, turns: int
+    target: ScratchTarget, postmaster: int, workers: int, slots: int, turns: int
 ) -> BenchResult:
     config: StoreConfig = target.config
     workspace = Path(tempfile.mkdtemp(prefix="stint-bench-"))
@@ -147,7 +148,7 @@ async def run_one(
             p.send_signal(signal.SIGSTOP)
         await _enqueue_all(client, turns)
         cpu_before = sum(_cpu(h) for h in handles)
-        postgres_before = _server_cpu(postgres)
+        postgres_before = _server_cpu(postmaster)
         await probe.statements_reset()
         for p in procs:
             p.send_signal(signal.SIGCONT)
@@ -160,7 +161,7 @@ async def run_one(
             samples += 1
             await asyncio.sleep(_SAMPLE_SECONDS)
         cpu = sum(_cpu(h) for h in handles) - cpu_before
-        postgres_cpu = _server_cpu(postgres) - postgres_before
+        postgres_cpu = _server_cpu(postmaster) - postgres_before
         timings = await probe.turns_timings()
         waits = [await asyncio.to_thread(_pool_wait, port) for port in ports]
         codes = stop_workers(procs)
@@ -198,17 +199,11 @@ def _cpu(handle: psutil.Process) -> float:
     return float(times.user + times.system)
 
 
-def _server_cpu(postmaster: psutil.Process) -> float:
-    """CPU seconds of a PostgreSQL server: the postmaster, the backends and
-    helpers alive now, and those that exited (reaped, so counted as its children)."""
-    times = postmaster.cpu_times()
-    total = times.user + times.system + times.children_user + times.children_system
-    for child in postmaster.children():
-        try:
-            total += _cpu(child)
-        except psutil.NoSuchProcess:
-            continue  # exited between the listing and the reading: in children_* next time
-    return float(total)
+def _server_cpu(postmaster: int) -> float:
+    seconds = pg_cpu_seconds(postmaster)
+    if seconds is None:
+        raise RuntimeError(f"bench: PostgreSQL's postmaster {postmaster} is gone")
+    return seconds
 
 
 async def run_all(configs: list[tuple[int, int]], turns: int) -> list[BenchResult]:
@@ -223,8 +218,7 @@ async def run_all(configs: list[tuple[int, int]], turns: int) -> list[BenchResul
                 scratch = ScratchDatabases(StoreConfig(conninfo=cluster.conninfo()))
                 await scratch.prepare()
                 target = await scratch.create()
-                postgres = psutil.Process(cluster.postmaster_pid())
-                result = await run_one(target, postgres, workers, slots, turns)
+                result = await run_one(target, cluster.postmaster_pid(), workers, slots, turns)
                 print(json.dumps(asdict(result)), flush=True)
                 results.append(result)
             finally:

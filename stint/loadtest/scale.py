@@ -30,6 +30,7 @@ from typing import Any
 import psutil
 
 from stint.loadtest.runner import WORKER_SETTINGS
+from stint.loadtest.server_cpu import pg_cpu_seconds
 from stint.ops.processes import spawn_worker, stop_workers
 from stint.ops.stats import percentile
 from stint.store.client import ClientStore
@@ -37,7 +38,7 @@ from stint.store.errors import StoreError
 from stint.store.probe import ProbeStore
 from stint.store.runtime import RuntimeStore
 
-__all__ = ["ScalePlan", "ScaleRun", "Window", "pg_cpu_seconds"]
+__all__ = ["ScalePlan", "ScaleRun", "Window"]
 
 _DAY = 86_400.0
 _SAMPLE_SECONDS = 0.5
@@ -99,22 +100,6 @@ class ScaleRun:
                 "max": max(self.queue_ages, default=None),
             },
         }
-
-
-def pg_cpu_seconds(postmaster: int | None) -> float | None:
-    """CPU seconds PostgreSQL used so far: the postmaster, its live backends, and
-    the backends it already reaped (their time is added to its children's)."""
-    if postmaster is None:
-        return None
-    try:
-        root = psutil.Process(postmaster)
-        total: float = sum(root.cpu_times()[:4])  # user, system, children_user, children_system
-        for child in root.children():
-            with contextlib.suppress(psutil.Error):
-                total += sum(child.cpu_times()[:2])
-    except psutil.Error:
-        return None
-    return total
 
 
 class ScaleDriver:

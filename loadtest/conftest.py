@@ -134,6 +134,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("case_spec", cases, ids=[c.label for c in cases])
 
 
+_LOAD_TIMEOUT_S = 4 * 3600  # the longest soak runs for about an hour here
+
+
+def pytest_collection_modifyitems(config: Config, items: list[Item]) -> None:
+    """Load cases run for minutes (soaks for an hour): a timeout of their own
+    instead of the suite's per-test default."""
+    for item in items:
+        if item.get_closest_marker("load") is not None and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(_LOAD_TIMEOUT_S))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: Item) -> None:
     """Before any fixture starts a database: skip (or fail) unless --run-load."""

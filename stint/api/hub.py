@@ -118,7 +118,7 @@ class EventHub:
                 sub.wake()
 
     async def _run(self) -> None:
-        backoff = Backoff()
+        backoff = Backoff(cap=self._config.reconnect_max)
         channel = self._config.events_channel
         while True:
             try:

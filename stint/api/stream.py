@@ -7,29 +7,31 @@ idle interval also re-reads: a notification that never came costs one
 interval at most). ``clear()`` happens before each read, so a notification
 arriving during the read is never lost. Each event is yielded once, in seq
 order, and the cursor moves only past what was yielded.
+
+A read that fails because the database is out of reach does not end the
+stream: the follower keeps the client's connection with keepalives and reads
+again (a capped backoff) until the database answers, then goes on from its
+cursor, so an outage costs the client a pause, never a gap or a reconnect.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from uuid import UUID
 
 from stint.api.hub import EventHub
 from stint.api.schemas import EventOut
+from stint.store.backoff import Backoff
 from stint.store.client import ClientStore
+from stint.store.errors import ConnectionFailed
 from stint.store.models import Event
-from stint.store.vocabulary import EventKind
 
-__all__ = ["KEEPALIVE", "TERMINAL_KINDS", "follow", "sse_event"]
+__all__ = ["KEEPALIVE", "follow", "sse_event"]
 
-TERMINAL_KINDS = frozenset(
-    {
-        EventKind.TURN_COMPLETED,
-        EventKind.TURN_FAILED,
-        EventKind.TURN_CANCELLED,
-        EventKind.TURN_INTERRUPTED,
-    }
-)
+log = logging.getLogger("stint.api")
+
 KEEPALIVE = b": keepalive\n\n"
 _BATCH = 500
 
@@ -48,16 +50,24 @@ async def follow(
     when a keepalive is due. Ends after a terminal event with ``until_turn_end``,
     and when the hub closes (the API is shutting down)."""
     cursor = after
+    backoff = Backoff(cap=client.config.reconnect_max)
     with hub.subscribe(session_id) as sub:
         while not sub.closed:
             sub.clear()
-            batch = await client.events_after(
-                session_id=session_id, after=cursor, limit=_BATCH, tenant=tenant
-            )
+            try:
+                batch = await client.events_after(
+                    session_id=session_id, after=cursor, limit=_BATCH, tenant=tenant
+                )
+            except ConnectionFailed as exc:  # an outage: hold the stream, read again
+                log.info("stream of session %s waits for the database: %s", session_id, exc)
+                yield None
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            backoff.reset()
             for event in batch:
                 cursor = event.seq
                 yield event
-                if until_turn_end and event.kind in TERMINAL_KINDS:
+                if until_turn_end and event.kind.terminal:
                     return
             if len(batch) == _BATCH:
                 continue

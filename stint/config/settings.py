@@ -72,6 +72,15 @@ class Settings(BaseSettings):
     idle_in_transaction_timeout: float = Field(
         30.0, ge=1, le=3600, description="seconds a transaction may sit idle"
     )
+    reconnect_max_seconds: float = Field(
+        1.0,
+        ge=0.05,
+        le=60,
+        description=(
+            "longest wait between attempts to reach PostgreSQL again after losing it "
+            "(pools, LISTEN, claims), so recovery after an outage waits at most this long"
+        ),
+    )
     data_dir: Path | None = Field(None, description="embedded cluster folder")
     pg_bindir: Path | None = Field(None, description="PostgreSQL server binaries folder")
     pg_run_as: str = Field("postgres", description="user the embedded server runs as under root")
@@ -294,6 +303,7 @@ class Settings(BaseSettings):
             lock_timeout=self.lock_timeout,
             idle_in_transaction_timeout=self.idle_in_transaction_timeout,
             connect_timeout=self.connect_timeout,
+            reconnect_max=self.reconnect_max_seconds,
         )
 
 

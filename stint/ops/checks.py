@@ -3,7 +3,8 @@ load test all judge a run with these.
 
 Each check carries its evidence, so a report shows *why* it passed or failed:
 contiguous event cursors, no duplicate or orphan effect (journals against
-steps), no lost or stuck turn, no lease left behind, consistent identities.
+steps), no lost or stuck turn, no lease left behind or stranded (held with no
+running turn, or no longer renewed by its live owner), consistent identities.
 """
 
 from __future__ import annotations
@@ -152,6 +153,13 @@ def _turn_checks(db: DatabaseEvidence, *, quiesced: bool) -> list[Check]:
             not db.zombie_writes,
             {"older_epoch_after_newer": db.zombie_writes[:_LISTED]},
         ),
+        # Liveness: no lease held without a running turn, none its owner stopped
+        # renewing. Judged live too: a stranded lease is a defect at any moment.
+        Check(
+            "no_stranded_lease",
+            not db.stranded_leases,
+            {"stranded": db.stranded_leases[:_LISTED]},
+        ),
         Check(
             "consistent_identities",
             not db.identity_mismatches,
@@ -178,12 +186,14 @@ async def run_checks(
     journals: Path,
     quiesced: bool = True,
     faults: Mapping[UUID, int] | None = None,
+    stranded_grace: float = 5.0,
 ) -> CheckReport:
     """Judge the database and journals. ``quiesced``: nothing should be running
     or queued any more (turns terminal, no lease left). ``faults``: how many
     injected faults touched each session (absent: none), when the caller knows;
-    then no session may have retried more often than that."""
-    db = await collect_evidence(pool)
+    then no session may have retried more often than that. ``stranded_grace``:
+    how long a leased session may go without a running turn."""
+    db = await collect_evidence(pool, stranded_grace=stranded_grace)
     checks = [*_turn_checks(db, quiesced=quiesced), *_effect_checks(db, journals)]
     if faults is not None:
         checks.append(_attempts_check(db, faults))

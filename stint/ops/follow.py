@@ -66,7 +66,7 @@ async def follow_events(
         return cursor.seq
     # Following, the first catch-up runs inside the retry loop too (after LISTEN):
     # a connection lost during it must resume like any later one, not end the follower.
-    backoff = Backoff()
+    backoff = Backoff(cap=config.reconnect_max)
     wanted = str(session_id)
     while True:
         try:

@@ -12,7 +12,11 @@ __all__ = ["Backoff"]
 
 
 class Backoff:
-    def __init__(self, *, first: float = 0.1, cap: float = 5.0) -> None:
+    """``cap`` bounds every delay: after an outage the first attempt that can
+    succeed comes at most ``cap`` seconds after the database is back
+    (``StoreConfig.reconnect_max``, ``STINT_RECONNECT_MAX_SECONDS``)."""
+
+    def __init__(self, *, first: float = 0.1, cap: float = 1.0) -> None:
         self._first = first
         self._cap = cap
         self._next = first

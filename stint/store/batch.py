@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from psycopg import AsyncConnection
-from psycopg.rows import TupleRow, class_row
+from psycopg.rows import TupleRow, class_row, tuple_row
 
 from stint.store.config import StoreConfig
 from stint.store.errors import StoreError
 from stint.store.fetch import run_numbered
+from stint.store.interleave import current_gate
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 
@@ -48,6 +49,7 @@ class _Pending(Generic[R]):
     many: bool
     lock_order: str
     future: asyncio.Future[Any]
+    prelude: str | None = None
 
 
 @dataclass
@@ -77,7 +79,13 @@ class StatementBatcher:
         self.stats = BatchStats()
 
     async def fetch_optional(
-        self, name: str, row: type[R], params: Mapping[str, Any], *, lock_order: str = ""
+        self,
+        name: str,
+        row: type[R],
+        params: Mapping[str, Any],
+        *,
+        lock_order: str = "",
+        prelude: str | None = None,
     ) -> R | None:
         """Run statement ``name`` in the next batch; its first row, or None.
 
@@ -85,8 +93,16 @@ class StatementBatcher:
         session id): a batch sends its statements in that order, so two
         transactions that lock rows of one worker's sessions (another batch,
         the lease renewal) always lock them in the same order and never
-        deadlock. Statements with the same key keep the order they came in."""
-        found: R | None = await self._submit(name, row, params, many=False, lock_order=lock_order)
+        deadlock. Statements with the same key keep the order they came in.
+
+        ``prelude`` names a statement sent just before it, with the same
+        parameters, in the same transaction (its rows ignored): a lock taken
+        there is held when ``name`` takes its snapshot, so ``name`` reads every
+        row committed by whoever held that lock before (READ COMMITTED gives
+        each statement of a transaction its own snapshot)."""
+        found: R | None = await self._submit(
+            name, row, params, many=False, lock_order=lock_order, prelude=prelude
+        )
         return found
 
     async def fetch_all(self, name: str, row: type[R], params: Mapping[str, Any]) -> list[R]:
@@ -96,10 +112,17 @@ class StatementBatcher:
         return found
 
     async def _submit(
-        self, name: str, row: type[R], params: Mapping[str, Any], *, many: bool, lock_order: str
+        self,
+        name: str,
+        row: type[R],
+        params: Mapping[str, Any],
+        *,
+        many: bool,
+        lock_order: str,
+        prelude: str | None = None,
     ) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(name, params, row, many, lock_order, future))
+        self._queue.append(_Pending(name, params, row, many, lock_order, future, prelude))
         self._start_flushes()
         return await future
 
@@ -147,6 +170,8 @@ class StatementBatcher:
 
     async def _run_together(self, batch: list[_Pending[Any]]) -> list[Any]:
         operation = batch[0].name if len(batch) == 1 else f"batch of {len(batch)}"
+        if (gate := current_gate()) is not None:
+            await gate("batch:" + ",".join(p.name for p in batch))
         async with guarded(operation, self._config), self._pool.connection() as conn:
             return await _pipelined(conn, batch)
 
@@ -166,8 +191,14 @@ async def _pipelined(conn: AsyncConnection[TupleRow], batch: list[_Pending[Any]]
     cursors = []
     async with conn.transaction(), conn.pipeline():
         for pending in batch:
+            if pending.prelude is not None:
+                await run_numbered(
+                    conn, pending.prelude, pending.params, tuple_row, interleave=False
+                )
             cursors.append(
-                await run_numbered(conn, pending.name, pending.params, class_row(pending.row))
+                await run_numbered(
+                    conn, pending.name, pending.params, class_row(pending.row), interleave=False
+                )
             )
     return [
         await (cursor.fetchall() if pending.many else cursor.fetchone())

@@ -88,6 +88,18 @@ class _StaleLease:
 
 
 @dataclass(frozen=True)
+class _StrandedLease:
+    session_id: UUID
+    owner: str
+    epoch: int
+    queued_turns: int
+    no_running_turn: bool
+    since_s: float | None
+    unrenewed_s: float | None
+    expires_in_s: float
+
+
+@dataclass(frozen=True)
 class DatabaseEvidence:
     sessions_with_events: int
     events: int
@@ -97,6 +109,8 @@ class DatabaseEvidence:
     steps: list[StepRow]
     identity_mismatches: list[dict[str, str]]
     stale_leases: list[dict[str, object]]
+    # Live leases no slot uses (see checks_stranded_leases): a liveness defect.
+    stranded_leases: list[dict[str, object]]
     zombie_writes: list[dict[str, object]]
     attempts: dict[UUID, int]
     # Sessions retention pruned turns from, with the turns they still have.
@@ -108,8 +122,10 @@ def _plain(row: Any) -> dict[str, Any]:
     return {k: str(v) if isinstance(v, UUID) else v for k, v in asdict(row).items()}
 
 
-async def collect_evidence(pool: Pool) -> DatabaseEvidence:
-    """Read everything the invariant checks need, in one repeatable-read snapshot."""
+async def collect_evidence(pool: Pool, *, stranded_grace: float = 5.0) -> DatabaseEvidence:
+    """Read everything the invariant checks need, in one repeatable-read snapshot.
+    A leased session without a running turn is stranded after ``stranded_grace``
+    seconds."""
     with translated("collect_evidence"):
         async with pool.connection() as conn, conn.transaction():
             await execute(conn, "checks_snapshot")
@@ -121,6 +137,9 @@ async def collect_evidence(pool: Pool) -> DatabaseEvidence:
             zombies = await fetch_all(conn, _Zombie, "checks_zombie_writes")
             attempts = await fetch_all(conn, _Attempts, "checks_attempts")
             stale = await fetch_all(conn, _StaleLease, "checks_stale_leases")
+            stranded = await fetch_all(
+                conn, _StrandedLease, "checks_stranded_leases", grace_seconds=stranded_grace
+            )
             kept = await fetch_all(conn, _KeptTurn, "checks_turns_of_pruned_sessions")
     return DatabaseEvidence(
         sessions_with_events=totals.sessions_with_events,
@@ -131,6 +150,7 @@ async def collect_evidence(pool: Pool) -> DatabaseEvidence:
         steps=steps,
         identity_mismatches=[_plain(m) for m in mismatches],
         stale_leases=[_plain(s) for s in stale],
+        stranded_leases=[_plain(s) for s in stranded],
         zombie_writes=[_plain(z) for z in zombies],
         attempts={a.session_id: a.attempts for a in attempts},
         kept_turns=_group(kept),

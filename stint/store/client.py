@@ -135,6 +135,10 @@ class ClientStore:
         self._config = config
         self._pool = pool
 
+    @property
+    def config(self) -> StoreConfig:
+        return self._config
+
     async def turns_enqueue(
         self,
         *,

@@ -68,6 +68,8 @@ class StoreConfig:
     lock_timeout: float = 5.0
     idle_in_transaction_timeout: float = 30.0
     connect_timeout: float = 10.0
+    # The longest pause between attempts to reconnect after losing PostgreSQL.
+    reconnect_max: float = 1.0
 
     def __post_init__(self) -> None:
         validate_schema_name(self.schema)

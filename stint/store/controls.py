@@ -42,8 +42,9 @@ class _LockedSession:
 
 
 @dataclass(frozen=True)
-class _TurnId:
+class _Cancelled:
     id: UUID
+    notified: bool | None  # a claimer was woken: turns remain, the session is ready
 
 
 @dataclass(frozen=True)
@@ -199,12 +200,13 @@ class ControlStore:
             if action is ControlAction.CANCEL:
                 rows = await fetch_all(
                     conn,
-                    _TurnId,
+                    _Cancelled,
                     "controls_cancel_queued",
                     session_id=session_id,
                     turn_id=turn_id,
                     reason=reason,
                     events_channel=self._config.events_channel,
+                    work_channel=self._config.work_channel,
                 )
                 cancelled = [row.id for row in rows]
             active, outcome = await stop_active_turn(

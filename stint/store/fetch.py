@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from psycopg import AsyncConnection, AsyncRawCursor
 from psycopg.rows import AsyncRowFactory, Row, TupleRow, class_row, tuple_row
 
+from stint.store.interleave import current_gate
 from stint.store.queries import numbered
 
 __all__ = ["execute", "fetch_all", "fetch_one", "fetch_optional", "run_numbered"]
@@ -27,8 +28,14 @@ async def run_numbered(
     name: str,
     params: Mapping[str, Any],
     row_factory: AsyncRowFactory[Row],
+    *,
+    interleave: bool = True,
 ) -> AsyncRawCursor[Row]:
-    """Send statement ``name`` with ``params``; the cursor holds its result."""
+    """Send statement ``name`` with ``params``; the cursor holds its result.
+
+    ``interleave=False`` inside a pipeline: the batch was one interleaving point."""
+    if interleave and (gate := current_gate()) is not None:
+        await gate(name)
     statement = numbered(name)
     cur = AsyncRawCursor(conn, row_factory=row_factory)
     await cur.execute(statement.text, statement.values(params))

@@ -1,8 +1,10 @@
 """Provider quotas: scopes, and the reservations every worker makes against them.
 
 A scope's limits and counters are one row; its ledger is one row per provider
-request. Reserving and settling are one statement each, under the scope row's
-lock, so the workers of a deployment share one window per scope without
+request. Reserving is two statements of one transaction (the scope row locked
+by the first, the window counted and the reservation written by the second,
+whose snapshot is taken once the lock is held) and settling one, each under
+the scope row's lock, so the workers of a deployment share one window per scope without
 talking to each other (the SQL is in ``sql/quotas.sql``).
 
 In a worker, reserving and settling go through the slots' group commit (the
@@ -21,7 +23,7 @@ from uuid import UUID
 from stint.store.batch import StatementBatcher
 from stint.store.config import StoreConfig
 from stint.store.errors import QuotaScopeUnknown
-from stint.store.fetch import fetch_all, fetch_one, fetch_optional
+from stint.store.fetch import execute, fetch_all, fetch_one, fetch_optional
 from stint.store.models import Claim, QuotaScope
 from stint.store.pool import Pool
 from stint.store.translate import guarded
@@ -79,12 +81,28 @@ class QuotaStore:
         self._pool = pool
         self._batcher = batcher
 
-    async def _run(self, name: str, row: type[_R], scope: str, params: dict[str, Any]) -> _R | None:
+    async def _run(
+        self,
+        name: str,
+        row: type[_R],
+        scope: str,
+        params: dict[str, Any],
+        *,
+        prelude: str | None = None,
+    ) -> _R | None:
+        """Run ``name`` in the worker's batches, or alone; ``prelude`` first, in
+        the same transaction (a lock ``name`` must hold before its snapshot)."""
         if self._batcher is not None:
             # After every session row's statements: see the module doc.
-            return await self._batcher.fetch_optional(name, row, params, lock_order=f"~{scope}")
+            return await self._batcher.fetch_optional(
+                name, row, params, lock_order=f"~{scope}", prelude=prelude
+            )
         async with guarded(name, self._config), self._pool.connection() as conn:
-            return await fetch_optional(conn, row, name, **params)
+            if prelude is None:
+                return await fetch_optional(conn, row, name, **params)
+            async with conn.transaction():
+                await execute(conn, prelude, **params)
+                return await fetch_optional(conn, row, name, **params)
 
     async def quota_set(self, scope: str, limits: QuotaLimits) -> bool:
         """Create ``scope`` or change its limits; True when it was created."""
@@ -124,7 +142,9 @@ class QuotaStore:
             "epoch": claim.epoch,
             "estimate": estimate,
         }
-        grant = await self._run("quota_reserve", Grant, scope, params)
+        # The scope's lock is taken by its own statement first: quota_reserve's
+        # snapshot then sees every reservation committed before (sql/quotas.sql).
+        grant = await self._run("quota_reserve", Grant, scope, params, prelude="quota_lock_scope")
         if grant is None:
             raise QuotaScopeUnknown(scope=scope)
         return grant

@@ -58,6 +58,7 @@ class _LogEnd:
 @dataclass(frozen=True)
 class _Released:
     requeued: int
+    notified: bool | None  # a claimer was woken: the session is ready
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class _Holder:
 class _Finished:
     queued_turns: int
     still_held: bool
+    notified: bool | None  # a claimer was woken: the session was left ready
     next_session_id: UUID | None
     next_epoch: int | None
     next_turn_id: UUID | None
@@ -200,6 +202,7 @@ class RuntimeStore:
             "limit": limit,
             "lease_seconds": lease_seconds,
             "events_channel": self._config.events_channel,
+            "finishing_session": None,
         }
         rows = await self._batcher.fetch_all("turns_claim", _Claimed, params)
         return [
@@ -323,6 +326,7 @@ class RuntimeStore:
             reason=reason,
             claim_next=claim_next,
             pins=list(pins),
+            finishing_session=claim.session_id,
             limit=1,
             lease_seconds=lease_seconds,
         )
@@ -422,6 +426,7 @@ class RuntimeStore:
             "kinds": [kind for kind, _ in events],
             "payloads": [Jsonb(dict(payload)) for _, payload in events],
             "events_channel": self._config.events_channel,
+            "work_channel": self._config.work_channel,
             **extra,
         }
         found = await self._batcher.fetch_optional(

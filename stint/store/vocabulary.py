@@ -145,3 +145,18 @@ class EventKind(StrEnum):
     TURN_FAILED = "turn.failed"
     TURN_CANCELLED = "turn.cancelled"
     TURN_INTERRUPTED = "turn.interrupted"
+
+    @property
+    def terminal(self) -> bool:
+        """One of the kinds that end a turn: every ended turn has exactly one."""
+        return self in _TERMINAL_EVENTS
+
+
+_TERMINAL_EVENTS = frozenset(
+    {
+        EventKind.TURN_COMPLETED,
+        EventKind.TURN_FAILED,
+        EventKind.TURN_CANCELLED,
+        EventKind.TURN_INTERRUPTED,
+    }
+)

@@ -49,6 +49,7 @@ class Claimer(Service):
         lease_seconds: float,
         poll_interval: float,
         may_write: Callable[[], bool],
+        reconnect_max: float = 1.0,
         wakeup: Wakeup,
         on_failure: Callable[[str, BaseException], None],
     ) -> None:
@@ -60,6 +61,7 @@ class Claimer(Service):
         self._pins = list(pins)
         self._lease_seconds = lease_seconds
         self._poll_interval = poll_interval
+        self._reconnect_max = reconnect_max
         self._may_write = may_write
         self._wakeup = wakeup
 
@@ -91,7 +93,7 @@ class Claimer(Service):
         return run
 
     async def run(self) -> None:
-        backoff = Backoff()
+        backoff = Backoff(cap=self._reconnect_max)
         while True:
             try:
                 await self.run_once()

@@ -3,15 +3,19 @@
 ``STINT_HEALTH_PORT`` (0 = off) serves two endpoints, each answering 200 or 503
 with a small JSON body of the figures it judged:
 
-- ``GET /livez``: the event loop keeps up (its lag is below a bound, a third of
-  the lease by default) and leases were renewed within one lease. A worker that
-  fails it has fenced itself (it writes nothing) and is best restarted.
-- ``GET /readyz``: not draining, and the database answered the last renewal.
+- ``GET /livez``: the process's event loop keeps up (its lag is below a bound,
+  a third of the lease by default). It does not ask the database: during an
+  outage every worker would fail it at once and be restarted for nothing (a
+  worker waits for the database and resumes by itself, fenced meanwhile).
+- ``GET /readyz``: serving (registered, not starting), not draining, and the
+  database answers now: each request
+  asks it (at most every half second, within a second), so the answer is the
+  truth within a second of an outage's start or end.
 - ``GET /metrics``: the worker's Prometheus metrics, when the worker passes an
   exposition (``STINT_METRICS``, on by default); 404 otherwise.
 
 The worker feeds a :class:`HealthState` (``renewed()``, ``renewal_failed()``,
-``draining``); :func:`serve_health` runs the server and the loop-lag watcher
+``draining``, and a database probe); :func:`serve_health` runs the server and the loop-lag watcher
 beside it. No web framework: a request line in, one response out, connection
 closed. ``python -m stint.worker.health livez|readyz`` is the probe for
 Docker's HEALTHCHECK (exit 0 when healthy).
@@ -30,7 +34,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 __all__ = ["Exposition", "HealthServerError", "HealthState", "probe", "serve_health"]
@@ -43,9 +47,13 @@ _PATHS = ("/livez", "/readyz")
 _METRICS = "/metrics"
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 _JSON = "application/json"
+_PROBE_EVERY = 0.5  # seconds: /readyz asks the database at most this often
 
 Exposition = Callable[[], tuple[bytes, str]]
 """The metrics page and its content type, rendered at each scrape."""
+
+DatabaseProbe = Callable[[], Awaitable[str | None]]
+"""Asks the database now: None when it answered, else why not."""
 
 
 class HealthServerError(Exception):
@@ -64,32 +72,44 @@ class HealthState:
         lease_seconds: float,
         max_loop_lag: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        probe: DatabaseProbe | None = None,
     ) -> None:
         self.lease_seconds = lease_seconds
         self.max_loop_lag = lease_seconds / 3 if max_loop_lag is None else max_loop_lag
         self.draining = False
+        self.serving = False  # registered and claiming (not still starting)
         self.db_ok: bool | None = None  # unknown until the database first answers
         self.loop_lag = 0.0
         self._clock = clock
         self._last_renewal = clock()
         self._lost_at: float | None = None
+        self.probe = probe
+        self.db_detail: str | None = None
+        self._probed_at: float | None = None
 
     def renewed(self) -> None:
         """The database answered a registration or lease renewal just now (after a
         loss, one line says the connection is back and how long it was gone)."""
-        now = self._clock()
-        self._last_renewal = now
-        if self._lost_at is not None:
-            log.info(
-                "database connection back after %.1fs without it",
-                now - self._lost_at,
-                extra={"outage_s": round(now - self._lost_at, 3)},
-            )
-            self._lost_at = None
-        self.db_ok = True
+        self._last_renewal = self._clock()
+        self._answered()
 
     def renewal_failed(self) -> None:
         """A lease renewal failed: the database did not answer (in time)."""
+        self._failed()
+
+    def _answered(self) -> None:
+        if self._lost_at is not None:
+            outage = self._clock() - self._lost_at
+            log.info(
+                "database connection back after %.1fs without it",
+                outage,
+                extra={"outage_s": round(outage, 3)},
+            )
+            self._lost_at = None
+        self.db_ok = True
+        self.db_detail = None
+
+    def _failed(self) -> None:
         if self._lost_at is None:
             self._lost_at = self._clock()
         self.db_ok = False
@@ -97,9 +117,31 @@ class HealthState:
     def renewal_age(self) -> float:
         return self._clock() - self._last_renewal
 
+    def waiting_for_database(self, why: str) -> None:
+        """The worker has not reached the database yet (it waits for it)."""
+        self.db_ok = False
+        self.db_detail = why
+
+    async def probe_database(self) -> None:
+        """Ask the database now through the probe, if there is one (at most
+        every half second: many probes at once ask once)."""
+        if self.probe is None:
+            return
+        now = self._clock()
+        if self._probed_at is not None and now - self._probed_at < _PROBE_EVERY:
+            return
+        self._probed_at = now
+        why = await self.probe()
+        if why is None:
+            self._answered()
+        else:
+            self._failed()
+            self.db_detail = why
+
     def liveness(self) -> tuple[bool, dict[str, Any]]:
+        """The loop keeps up; the renewal age is shown, not judged (see module doc)."""
         age = self.renewal_age()
-        ok = self.loop_lag < self.max_loop_lag and age < self.lease_seconds
+        ok = self.loop_lag < self.max_loop_lag
         return ok, {
             "loop_lag_s": round(self.loop_lag, 4),
             "max_loop_lag_s": self.max_loop_lag,
@@ -108,8 +150,15 @@ class HealthState:
         }
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
-        ok = not self.draining and self.db_ok is True
-        return ok, {"draining": self.draining, "database_ok": self.db_ok}
+        ok = self.serving and not self.draining and self.db_ok is True
+        figures: dict[str, Any] = {
+            "serving": self.serving,
+            "draining": self.draining,
+            "database_ok": self.db_ok,
+        }
+        if self.db_detail is not None:
+            figures["database_detail"] = self.db_detail
+        return ok, figures
 
 
 @contextlib.asynccontextmanager
@@ -161,6 +210,8 @@ async def _answer(
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             return
         method, path = _request_line(head)
+        if path == "/readyz":
+            await state.probe_database()
         if path == _METRICS and metrics is not None and method in ("GET", "HEAD"):
             status, (payload, content_type) = 200, metrics()
         else:

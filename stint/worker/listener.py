@@ -36,6 +36,7 @@ class Listener(Service):
         claim_wakeup: Wakeup,
         renew_wakeup: Wakeup,
         on_failure: Callable[[str, BaseException], None],
+        reconnect_max: float = 1.0,
     ) -> None:
         super().__init__(on_failure)
         self._subscribe = subscribe
@@ -43,6 +44,7 @@ class Listener(Service):
         self._slots = slots
         self._claim_wakeup = claim_wakeup
         self._renew_wakeup = renew_wakeup
+        self._reconnect_max = reconnect_max
 
     def run_once(self, channel: str, payload: str) -> None:
         """Act on one notification."""
@@ -53,7 +55,7 @@ class Listener(Service):
             self._renew_wakeup.set()
 
     async def run(self) -> None:
-        backoff = Backoff()
+        backoff = Backoff(cap=self._reconnect_max)
         lost = False
         while True:
             try:

@@ -23,13 +23,13 @@ from stint.store.errors import StoreError, WorkerIdInUse
 from stint.store.listen import Listener
 from stint.store.migrate import check_schema, migrate
 from stint.store.models import QuotaScope
-from stint.store.pool import open_pool
+from stint.store.pool import open_pool, ping, wait_for_database
 from stint.store.runtime import RuntimeStore
 from stint.store.stats import StatsStore
 from stint.telemetry.tracing import TracingUnavailable
 from stint.worker.failpoints import configure as configure_failpoints
 from stint.worker.harness import HarnessLoadError, load_harness
-from stint.worker.health import Exposition, HealthServerError, serve_health
+from stint.worker.health import Exposition, HealthServerError, HealthState, serve_health
 from stint.worker.journal import EffectJournal, private_dir
 from stint.worker.pruner import Pruner, RetentionPlan
 from stint.worker.runner import Limits
@@ -46,6 +46,8 @@ from stint.worker.telemetry import enable_metrics, setup_tracing
 __all__ = ["main"]
 
 log = logging.getLogger("stint.worker")
+
+_READY_PROBE_SECONDS = 1.0  # /readyz: the database answers within this, or it is not ready
 
 _FIELDS = (
     "slots",
@@ -134,6 +136,7 @@ def _plan(settings: Settings, config: StoreConfig) -> WorkerPlan:
         drain_seconds=settings.drain_seconds,
         work_channel=config.work_channel,
         sample_seconds=settings.sample_seconds,
+        reconnect_max=settings.reconnect_max_seconds,
         limits=Limits(
             turn_timeout=settings.turn_timeout,
             max_turns_per_claim=settings.max_turns_per_claim,
@@ -143,7 +146,49 @@ def _plan(settings: Settings, config: StoreConfig) -> WorkerPlan:
 
 
 async def _serve(settings: Settings) -> int:
+    """Serve health at once, wait for the database (however long: SIGTERM ends
+    the wait, exit 0), then run the worker until it is stopped."""
     config = resolve_store_config(settings)
+    identity = Identity(settings.worker_id or new_worker_id(), package_version("stint"))
+    bind_process_fields(worker=identity.worker_id)  # on every JSON log line from here on
+    health = HealthState(lease_seconds=settings.lease_seconds)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    late = _LateMetrics()
+    metrics = late.render if settings.metrics and settings.health_port else None
+    async with serve_health(settings.health_port, health, metrics):
+        health.waiting_for_database("connecting")
+        if not await wait_for_database(
+            config, ROLE_WORKER, stop=stop, on_failure=health.waiting_for_database
+        ):
+            log.info("stopped while waiting for the database")
+            return 0
+        return await _run_worker(settings, config, identity, health, stop, late)
+
+
+class _LateMetrics:
+    """/metrics before the worker has its metrics (while it waits for the
+    database): an empty page; then the worker's."""
+
+    def __init__(self) -> None:
+        self.exposition: Exposition | None = None
+
+    def render(self) -> tuple[bytes, str]:
+        if self.exposition is None:
+            return b"", "text/plain; version=0.0.4; charset=utf-8"
+        return self.exposition()
+
+
+async def _run_worker(
+    settings: Settings,
+    config: StoreConfig,
+    identity: Identity,
+    health: HealthState,
+    stop: asyncio.Event,
+    late: _LateMetrics,
+) -> int:
     if settings.auto_migrate:
         applied = await migrate(config, app_role=settings.app_role or None)
         for migration in applied:
@@ -153,8 +198,6 @@ async def _serve(settings: Settings) -> int:
     workspace = workspace_dir(settings)
     private_dir(workspace)
     harness = load_harness(settings.harness, workspace=workspace, settings=settings)
-    identity = Identity(settings.worker_id or new_worker_id(), package_version("stint"))
-    bind_process_fields(worker=identity.worker_id)  # on every JSON log line from here on
     channels = [config.work_channel, config.control_channel]
     async with _runtime_store(settings, config) as store:
         supervisor = Supervisor(
@@ -165,13 +208,16 @@ async def _serve(settings: Settings) -> int:
             identity=identity,
             chores=_chores(settings, store, EffectJournal(workspace / "journals"), identity),
             stats=StatsStore(config, store.pool),
+            health=health,
         )
+        health.probe = lambda: ping(store.pool, within=_READY_PROBE_SECONDS)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, supervisor.request_stop)
-        exposition = _metrics(settings, supervisor, store, identity.version)
-        async with serve_health(settings.health_port, supervisor.health, exposition):
-            return await supervisor.run()
+        if stop.is_set():  # a signal came while the worker was starting
+            supervisor.request_stop()
+        late.exposition = _metrics(settings, supervisor, store, identity.version)
+        return await supervisor.run()
 
 
 def _metrics(

@@ -24,7 +24,7 @@ from stint.config.logs import log_fields
 from stint.store.errors import LeaseLost, StoreError
 from stint.store.models import Claim, ControlRequest, FinishResult, TurnStart
 from stint.store.vocabulary import EventKind, TurnStatus
-from stint.worker.context import Deferred, LeaseExpired, Parked, TurnContext
+from stint.worker.context import Deferred, Parked, TurnContext
 from stint.worker.failpoints import failpoint
 from stint.worker.harness import Harness
 from stint.worker.ports import WorkerStore
@@ -103,7 +103,8 @@ class SessionRunner:
         try:
             while True:
                 if not self._may_write():
-                    raise LeaseExpired(f"session {held.claim.session_id}: worker fenced itself")
+                    await self._hand_back_fenced(held, turn)
+                    return
                 if turn is None:  # claimed with nothing left to start: give it back
                     held.releasing = True
                     await self._store.sessions_release(held.claim)
@@ -170,7 +171,8 @@ class SessionRunner:
                 events=[(outcome.kind, _terminal_payload(outcome, turn))],
                 release=stopping or self._should_yield(nth, claimed_at),
                 reason=outcome.reason,
-                claim_next=not stopping,
+                # A worker that fenced itself claims nothing, here as in the claimer.
+                claim_next=not stopping and self._may_write(),
                 pins=self._pins,
                 lease_seconds=self._lease_seconds,
             )
@@ -296,6 +298,30 @@ class SessionRunner:
         finally:
             held.in_harness = False
         return Outcome(TurnStatus.SUCCEEDED, output, None, EventKind.TURN_COMPLETED)
+
+    async def _hand_back_fenced(self, held: Held, turn: TurnStart | None) -> None:
+        """The worker fenced itself (its leases went unrenewed for a whole lease)
+        while this slot held ``held``: no harness runs for it any more. Its lease
+        may be another worker's by now, and then the fenced release writes
+        nothing; if it is still ours (a claim committed just as the fence fell)
+        the session goes back at once, its started turn requeued, instead of
+        waiting a lease for its expiry."""
+        held.lost = True
+        held.releasing = True
+        record_lease_lost()
+        sid = held.claim.session_id
+        log.warning("session %s: worker fenced itself, handing the session back", sid)
+        try:
+            requeued = await self._store.sessions_release(
+                held.claim, turn_id=None if turn is None else turn.turn_id, reason="fenced"
+            )
+        except LeaseLost:
+            return
+        except StoreError as exc:
+            log.warning("session %s: left to lease expiry (%s)", sid, exc)
+            return
+        if requeued:
+            record_handed_back("fenced")
 
     async def _give_back(self, held: Held) -> None:
         held.lost = True

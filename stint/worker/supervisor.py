@@ -19,7 +19,15 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from stint.store.errors import LeaseLost, StoreError, WorkerIdInUse
+from stint.store.backoff import Backoff
+from stint.store.errors import (
+    ConnectionFailed,
+    ConnectionRejected,
+    LeaseLost,
+    QueryTimeout,
+    StoreError,
+    WorkerIdInUse,
+)
 from stint.store.vocabulary import WorkerState
 from stint.worker.cancelling import cancel_and_wait
 from stint.worker.claimer import Claimer
@@ -65,6 +73,7 @@ class WorkerPlan:
     work_channel: str
     limits: Limits
     sample_seconds: float = 0.0  # the elected queue sampler's interval; 0: not a candidate
+    reconnect_max: float = 1.0  # the longest pause before reconnecting or claiming again
 
 
 FailureHandler = Callable[[str, BaseException], None]
@@ -85,6 +94,7 @@ class Supervisor:
         identity: Identity,
         chores: Sequence[ChoreFactory] = (),
         stats: SampleSource | None = None,
+        health: HealthState | None = None,
     ) -> None:
         self.plan = plan
         self.identity = identity
@@ -98,7 +108,7 @@ class Supervisor:
         self.slots = Slots(plan.slots, claim_wakeup=self._claim_wakeup)
         self._stop = asyncio.Event()
         self._skip_drain = asyncio.Event()
-        self.health = HealthState(lease_seconds=plan.lease_seconds)
+        self.health = health or HealthState(lease_seconds=plan.lease_seconds)
         self.lease_keeper: LeaseKeeper | None = None
         self._stats = stats
         self.sampler: Sampler | None = None
@@ -121,8 +131,10 @@ class Supervisor:
     async def run(self) -> int:
         """Run until stopped; returns the process exit code."""
         plan, me = self.plan, self.identity
-        await self._register()
+        if not await self._register():
+            return 0  # stopped before it could register: nothing held, nothing to drain
         self.health.renewed()  # the database answered the registration
+        self.health.serving = True
         log.info(
             "worker %s running: %d slots, lease %.1fs, pins %s",
             me.worker_id,
@@ -159,6 +171,7 @@ class Supervisor:
             pins=plan.pins,
             lease_seconds=plan.lease_seconds,
             poll_interval=plan.poll_interval,
+            reconnect_max=plan.reconnect_max,
             may_write=keeper.may_write,
             wakeup=self._claim_wakeup,
             on_failure=self._service_failed,
@@ -169,6 +182,7 @@ class Supervisor:
             slots=self.slots,
             claim_wakeup=self._claim_wakeup,
             renew_wakeup=self._renew_wakeup,
+            reconnect_max=plan.reconnect_max,
             on_failure=self._service_failed,
         )
         services: list[Service] = [
@@ -201,19 +215,24 @@ class Supervisor:
         log.info("worker %s stopped", me.worker_id)
         return 1 if self.failure else 0
 
-    async def _register(self) -> None:
+    async def _register(self) -> bool:
         """Register; if a live worker holds this id, wait for its heartbeat to lapse.
+        False when a stop came first.
 
         A worker restarted under a fixed id (a pod name) finds its killed
         predecessor's row still fresh for up to one lease; a second live process
         with the same id keeps it fresh forever and is refused once that lease
         has passed, because two processes with one id would renew (and so
-        steal) each other's leases.
+        steal) each other's leases. A database that stops answering meanwhile
+        is waited for (the outage may have begun as the worker started).
         """
         plan, me = self.plan, self.identity
         loop = asyncio.get_running_loop()
         deadline: float | None = None
+        backoff = Backoff(cap=plan.reconnect_max)
         while True:
+            if self._stop.is_set():
+                return False
             try:
                 await self._store.workers_register(
                     worker_id=me.worker_id,
@@ -224,7 +243,13 @@ class Supervisor:
                     slots=plan.slots,
                     lease_seconds=plan.lease_seconds,
                 )
-                return
+                return True
+            except (ConnectionFailed, QueryTimeout) as exc:
+                if isinstance(exc, ConnectionRejected):
+                    raise
+                self.health.renewal_failed()
+                log.warning("registration failed, trying again: %s", exc)
+                await asyncio.sleep(backoff.next_delay())
             except WorkerIdInUse as exc:
                 held = exc.context
                 if deadline is None:

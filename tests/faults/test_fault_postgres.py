@@ -663,29 +663,28 @@ async def free(hogs: list[AsyncConnection[TupleRow]], n: int) -> None:
 
 async def test_fault_max_connections_reached(tmp_path: Path) -> None:
     """A server with max_connections=8 whose connections are all taken: a worker
-    starting then fails clearly (exit 1 after its connect timeout, the log names
-    the cause) and writes nothing; with just enough connections for its pools it
-    runs and its turns complete by polling while its listener cannot connect
-    (retrying with backoff, no busy loop); once one more frees, LISTEN comes back.
-    Nothing is lost."""
+    starting then waits for room (its log names the cause, it writes nothing, it
+    does not exit: under an orchestrator an exit would crash-loop); with just
+    enough connections for its pools it runs by itself and its turns complete by
+    polling while its listener cannot connect (retrying with backoff, no busy
+    loop); once one more frees, LISTEN comes back. Nothing is lost."""
     async with small_server(tmp_path, 8) as p:
         producer = Producer(p.client)
         sessions = await producer.sessions(4, "s")
         hogs = await hog_all_connections(p.target.conninfo)
         try:
-            # Full: the worker cannot open its pools and says so.
-            refused = p.workers.start_worker(slots=1, connect_timeout=1)
-            started = time.monotonic()
-            assert refused.wait(timeout=30) == 1
-            assert time.monotonic() - started < 15, "failing must not take long"
-            log = refused.log_text()
-            assert "worker cannot run" in log and "too many clients" in log, log[-2000:]
+            # Full: the worker waits for room and says why.
+            worker = p.workers.start_worker(slots=1, connect_timeout=1)
+            await wait_until(
+                lambda: log_has(worker, "waiting for PostgreSQL", "too many clients"),
+                what="the worker says it waits",
+            )
+            assert worker.proc.poll() is None, "a refused connection must not end the worker"
             rows = await fetch(p.pool, "SELECT status, attempts FROM turns")
             assert rows == [("queued", 0)] * 4, "nothing written"
 
-            # Room for the pool (two connections) but not for the listener.
+            # Room for the pool (two connections) but not for the listener: it goes on.
             await free(hogs, 2)
-            worker = p.workers.start_worker(slots=1, connect_timeout=1)
             await wait_until(
                 lambda: log_has(worker, "listener lost its connection", "too many clients"),
                 what="the listener is refused",

@@ -65,6 +65,7 @@ async def test_the_claim_reads_only_its_two_partial_indexes(
             "limit": 4,
             "lease_seconds": 30,
             "events_channel": db.config.events_channel,
+            "finishing_session": None,
         },
     )
     sessions = _scans(nodes, "sessions")
@@ -88,6 +89,8 @@ async def test_the_finish_reads_the_turn_and_the_session_by_key(
             "kinds": ["turn.completed"],
             "payloads": ["{}"],
             "events_channel": db.config.events_channel,
+            "work_channel": db.config.work_channel,
+            "finishing_session": uuid.uuid4(),
             "status": "succeeded",
             "output": None,
             "error": None,

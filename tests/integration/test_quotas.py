@@ -18,6 +18,7 @@ from stint.store.quotas import QuotaLimits, QuotaStore
 from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import EventKind, TurnStatus
 from tests.integration.claims import claim_one
+from tests.interleaving import Interleaver
 from tests.workers import event_kinds, fetch
 
 
@@ -218,3 +219,42 @@ async def test_a_cancel_requested_first_wins_over_the_deferral(
         running.claim, turn_id=running.turn.turn_id, scope="p", wait_seconds=5
     )
     assert requested is not None and requested.turn_id == running.turn.turn_id
+
+
+async def test_reservers_queued_behind_the_scope_lock_count_each_other(
+    db: ScratchTarget, pool: Pool, running: Running
+) -> None:
+    """Reservers of three workers wait for the scope row's lock at once; each in
+    turn must count the reservation it waited for. Before the fix the window was
+    counted from the snapshot taken before the wait: with rpm 1 all three were
+    granted (the provider saw 8 requests in a window of 6)."""
+    await running.quotas.quota_set("p", QuotaLimits(rpm=1, window_seconds=60))
+    interleaver = Interleaver(db, pool)
+    try:
+        reservers = []
+        for n in range(3):
+            actor = await interleaver.actor(f"w{n}", pause=lambda name: False)
+            reservers.append((actor, RuntimeStore(db.config, actor.pool, concurrency=1).quotas))
+        async with pool.connection() as holder, holder.transaction():
+            await holder.execute("SELECT FROM quota_scopes WHERE scope = 'p' FOR UPDATE")
+            tasks = [
+                actor.start(
+                    quotas.quota_reserve(
+                        running.claim,
+                        scope="p",
+                        key=f"k{n}",
+                        turn_id=running.turn.turn_id,
+                        estimate=10,
+                    )
+                )
+                for n, (actor, quotas) in enumerate(reservers)
+            ]
+            for actor, _quotas in reservers:
+                await interleaver.until_blocked(actor)
+        grants = [await task for task in tasks]
+    finally:
+        await interleaver.close()
+    assert sum(g.granted for g in grants) == 1
+    scope = await running.scope()
+    assert (scope.requests_reserved, scope.window_requests) == (1, 1)
+    assert balanced(scope)

@@ -47,32 +47,71 @@ async def _get(port: int, path: str) -> tuple[int, Any]:
     return status, json.loads(body)
 
 
-def test_liveness_needs_a_recent_renewal_and_a_prompt_loop() -> None:
+def test_liveness_needs_a_prompt_loop_not_the_database() -> None:
+    """An outage must not fail every worker's liveness probe at once (and have
+    them all restarted): the renewal age is shown, only the loop is judged."""
     clock = Clock()
     state = HealthState(lease_seconds=30, clock=clock)
     assert state.max_loop_lag == 10  # a third of the lease: one renewal period
-    assert state.liveness()[0]  # a worker just started counts as renewed
-    clock.now += 29.9
     assert state.liveness()[0]
-    clock.now += 0.2
+    clock.now += 300.0
+    state.renewal_failed()
     ok, figures = state.liveness()
-    assert not ok and figures["renewal_age_s"] == pytest.approx(30.1)
-    state.renewed()
-    assert state.liveness()[0]
+    assert ok and figures["renewal_age_s"] == pytest.approx(300.0)
     state.loop_lag = 10.0
     assert not state.liveness()[0]
 
 
-def test_readiness_needs_the_database_and_no_drain() -> None:
+async def test_readiness_asks_the_database_at_most_every_half_second() -> None:
+    clock = Clock()
+    answers: list[str | None] = ["connection refused", None]
+    asked: list[float] = []
+
+    async def probe() -> str | None:
+        asked.append(clock.now)
+        return answers[len(asked) - 1]
+
+    state = HealthState(lease_seconds=30, clock=clock, probe=probe)
+    state.serving = True
+    await state.probe_database()
+    assert state.readiness() == (
+        False,
+        {
+            "serving": True,
+            "draining": False,
+            "database_ok": False,
+            "database_detail": "connection refused",
+        },
+    )
+    clock.now += 0.4
+    await state.probe_database()  # too soon: the last answer stands
+    assert len(asked) == 1
+    clock.now += 0.2
+    await state.probe_database()
+    assert state.readiness() == (
+        True,
+        {"serving": True, "draining": False, "database_ok": True},
+    )
+    assert asked == [100.0, pytest.approx(100.6)]
+
+
+def test_readiness_needs_a_registered_worker_the_database_and_no_drain() -> None:
     state = HealthState(lease_seconds=30, clock=Clock())
-    assert state.readiness() == (False, {"draining": False, "database_ok": None})
     state.renewed()
+    assert state.readiness() == (
+        False,
+        {"serving": False, "draining": False, "database_ok": True},
+    )
+    state.serving = True
     assert state.readiness()[0]
     state.renewal_failed()
-    assert state.readiness() == (False, {"draining": False, "database_ok": False})
+    assert state.readiness() == (
+        False,
+        {"serving": True, "draining": False, "database_ok": False},
+    )
     state.renewed()
     state.draining = True
-    assert state.readiness() == (False, {"draining": True, "database_ok": True})
+    assert state.readiness() == (False, {"serving": True, "draining": True, "database_ok": True})
 
 
 async def test_endpoints_answer_with_their_verdicts() -> None:
@@ -83,8 +122,9 @@ async def test_endpoints_answer_with_their_verdicts() -> None:
         assert status == 200 and body["status"] == "ok" and body["lease_s"] == 30
         assert await _get(port, "/readyz?verbose=1") == (
             503,
-            {"status": "failing", "draining": False, "database_ok": None},
+            {"status": "failing", "serving": False, "draining": False, "database_ok": None},
         )
+        state.serving = True
         state.renewed()
         assert (await _get(port, "/readyz"))[0] == 200
         state.draining = True

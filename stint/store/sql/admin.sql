@@ -12,3 +12,7 @@ DROP SCHEMA IF EXISTS {name} CASCADE
 
 -- name: listen_channel
 LISTEN {channel}
+
+-- name: ping
+-- A readiness probe's question: does the database answer at all?
+SELECT 1 AS ok

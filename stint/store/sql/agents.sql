@@ -19,6 +19,8 @@ SELECT (SELECT count(*) FROM earlier) AS total,
 -- Under the lease: record a running turn's messages. Keyed by (session, turn
 -- seq, index), so a replayed turn that writes them again changes nothing.
 -- No row back: the lease is lost and nothing was written.
+-- Safe under READ COMMITTED: the fence is the locked row; the turn's status,
+-- read beside it, cannot change under the fence; a key written twice is ignored.
 WITH fence AS (
     SELECT id
     FROM sessions

@@ -82,5 +82,39 @@ FROM sessions s
 LEFT JOIN workers w ON w.id = s.lease_owner
 WHERE s.status = 'running' AND (s.lease_expires_at < now() OR w.state = 'stopped')
 
+-- name: checks_stranded_leases
+-- Live leases no slot uses (the liveness invariant of docs/design.md):
+-- * a session leased with no running turn for longer than %(grace_seconds)s:
+--   a claim or a finish starts the next turn in the statement that takes or
+--   keeps the lease, and every statement that ends a session's last turn
+--   gives the lease up, so a leased session without a running turn lasts an
+--   instant (a turn queued behind it then waits for nothing but the lease);
+-- * a lease its live owner renews no more: each renewal is also the owner's
+--   heartbeat, in one statement, every third of a lease, so a lease last
+--   extended more than two renewal intervals plus %(grace_seconds)s before
+--   its owner's latest heartbeat is held by none of that owner's slots.
+-- A dead or paused owner renews nothing and beats no heart: its leases
+-- expire and are taken over, which is recovery, not a stranded lease.
+SELECT s.id AS session_id, s.lease_owner AS owner, s.lease_epoch AS epoch, s.queued_turns,
+       NOT EXISTS (SELECT FROM turns t WHERE t.session_id = s.id AND t.status = 'running')
+           AS no_running_turn,
+       extract(epoch FROM now() - greatest(s.claimed_at, finished.at))::float8 AS since_s,
+       extract(epoch FROM w.heartbeat_at - s.lease_expires_at)::float8
+           + w.lease_seconds AS unrenewed_s,
+       extract(epoch FROM now() - s.lease_expires_at)::float8 * -1 AS expires_in_s
+FROM sessions s
+LEFT JOIN workers w ON w.id = s.lease_owner
+LEFT JOIN LATERAL (
+    SELECT max(t.finished_at) AS at FROM turns t WHERE t.session_id = s.id
+) finished ON true
+WHERE s.status = 'running' AND s.lease_owner IS NOT NULL AND s.lease_expires_at > now()
+  AND ((NOT EXISTS (SELECT FROM turns t WHERE t.session_id = s.id AND t.status = 'running')
+        AND greatest(s.claimed_at, finished.at)
+            < now() - make_interval(secs => %(grace_seconds)s))
+       OR (w.state IS DISTINCT FROM 'stopped' AND w.lease_seconds IS NOT NULL
+           AND w.heartbeat_at - (s.lease_expires_at - make_interval(secs => w.lease_seconds))
+               > make_interval(secs => w.lease_seconds * 2 / 3 + %(grace_seconds)s)))
+ORDER BY s.id
+
 -- name: checks_snapshot
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY

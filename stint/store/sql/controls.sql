@@ -9,6 +9,10 @@ FOR UPDATE
 -- name: controls_cancel_queued
 -- Cancel queued turns (all of them, or %(turn_id)s) directly: each gets
 -- turn.cancelled, numbered right after the log under the session lock.
+-- Safe under READ COMMITTED: runs after controls_lock_session in the same
+-- transaction, so its snapshot holds everything committed on the session,
+-- and no turn of it changes until this transaction ends. A session left
+-- ready (turns remain) wakes a claimer.
 WITH cancelled AS (
     UPDATE turns
     SET status = 'cancelled', finished_at = now(), reason = %(reason)s
@@ -32,9 +36,12 @@ WITH cancelled AS (
                               THEN NULL ELSE ready_at END,
         updated_at     = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM cancelled)
-    RETURNING id, last_event_seq
+    RETURNING id, last_event_seq, status
 ), /*include:log_append*/
-SELECT id FROM cancelled ORDER BY seq
+SELECT id,
+       CASE WHEN (SELECT status FROM log_bump) = 'ready'
+            THEN pg_notify(%(work_channel)s, '') IS NULL END AS notified
+FROM cancelled ORDER BY seq
 
 -- name: controls_active_turn
 SELECT id, status
@@ -45,6 +52,7 @@ WHERE session_id = %(session_id)s AND status IN ('running', 'parked')
 -- name: controls_request
 -- Ask the lease holder to stop the running turn; the NOTIFY reaches it at
 -- once, the flag reaches it at its next lease renewal if the NOTIFY is missed.
+-- Safe under READ COMMITTED: one UPDATE of one row, after controls_lock_session.
 WITH flagged AS (
     UPDATE sessions
     SET control = %(action)s, control_turn_id = %(turn_id)s, control_reason = %(reason)s,
@@ -57,6 +65,8 @@ SELECT pg_notify(%(control_channel)s, %(session_id)s::text) IS NULL FROM flagged
 -- name: controls_end_turn
 -- End a parked turn, or a running one no live worker holds, in the database
 -- alone. Bumping the epoch fences the previous owner, should it wake up.
+-- Safe under READ COMMITTED: runs after controls_lock_session in the same
+-- transaction (the lock is held before this snapshot is taken).
 WITH ended AS (
     UPDATE turns
     SET status = %(status)s, finished_at = now(), reason = %(reason)s
@@ -91,6 +101,9 @@ FROM ended, log_bump
 -- Record the answer to a parked turn's question as its committed 'answer'
 -- step, put the turn back in the queue and the session in ready: the turn
 -- replays and continues past the question. Concurrent answers: one wins.
+-- Safe under READ COMMITTED: runs after controls_lock_session in the same
+-- transaction (the lock is held before this snapshot is taken), and the step's
+-- update re-checks status = 'started' on its newest version.
 WITH open_question AS (
     SELECT st.turn_id
     FROM steps st

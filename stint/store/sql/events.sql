@@ -42,7 +42,9 @@ log_new AS (
 -- name: log_bump_fenced
 -- Fragment: reserve seqs for log_new only if this worker still holds the
 -- session's lease (owner and epoch). No row: the lease is lost and the
--- including statement writes nothing.
+-- including statement writes nothing. Safe under READ COMMITTED: the fence is
+-- this UPDATE, which re-checks owner and epoch on the row's newest version
+-- after any wait; what the including statement writes hangs off its result.
 log_bump AS (
     UPDATE sessions
     SET /*include:log_reserve*/, updated_at = now()

@@ -118,6 +118,7 @@ ORDER BY c.relname
 -- name: sessions_seed_parked
 -- A load-test fixture: %(count)s sessions parked on a question (a parked turn
 -- with a started answer step), as a long-lived deployment accumulates them.
+-- READ COMMITTED is no concern: it writes new rows only, before workers run.
 -- Written directly: making 10,000 parked sessions through workers takes
 -- minutes and measures nothing the scale run needs.
 WITH made AS (
@@ -144,6 +145,7 @@ SELECT coalesce(sum(turns_pruned), 0)::bigint AS count FROM sessions
 -- A load-test fixture: %(count)s sessions, each with one queued turn of input
 -- %(input)s, ready in creation order (a backlog for a throughput run; enqueued
 -- one by one they would measure the producer, not the workers).
+-- READ COMMITTED is no concern: it writes new rows only, before workers run.
 WITH made AS (
     INSERT INTO sessions (status, queued_turns, last_turn_seq, ready_at)
     SELECT 'ready', 1, 1, clock_timestamp() FROM generate_series(1, %(count)s)

@@ -45,11 +45,24 @@ ORDER BY q.scope
 -- with a clear error until it is set again.
 DELETE FROM quota_scopes WHERE scope = %(scope)s RETURNING scope
 
+-- name: quota_lock_scope
+-- Sent before quota_reserve in the same transaction: once this statement
+-- holds %(scope)s's row lock, the next statement's snapshot (READ COMMITTED
+-- takes one per statement) holds every reservation and settlement committed
+-- by whoever held the lock before, and none can commit until we do.
+SELECT scope FROM quota_scopes WHERE scope = %(scope)s FOR UPDATE
+
 -- name: quota_reserve
 -- Reserve one request and %(estimate)s tokens in %(scope)s's window for the
 -- provider request %(key)s, or refuse and say how long until enough frees.
--- One statement under the scope row's lock, so reservations of every worker
--- are serialised per scope and each sees the others' rows. A row occupies
+-- Safe under READ COMMITTED only after quota_lock_scope in the same
+-- transaction: a FOR UPDATE waited for inside this statement would re-read
+-- the scope row alone, and the window below would be counted from the
+-- snapshot taken before the wait, without the reservation waited for (the
+-- provider then saw 8 requests in a window of 6). With the lock already held,
+-- the scope CTE waits for nothing and every CTE reads one current snapshot:
+-- reservations of every worker are serialised per scope, each counting all
+-- that came before. A row occupies
 -- the window from reservation until a window after it settles, counted at
 -- its reported usage once reconciled and at its estimate before (or when
 -- unknown), so a request admitted now reaches the provider a full window
@@ -167,6 +180,9 @@ FROM verdict, frees, stamp
 -- debt), or unknown when %(actual)s is NULL (its estimate stays counted).
 -- The scope row is locked first, in the order quota_reserve takes them.
 -- Settling twice, or a reservation already found orphaned, changes nothing.
+-- Safe under READ COMMITTED: the reservation's UPDATE re-checks state =
+-- 'reserved' on its newest version after the lock, and the counters are
+-- updated on the locked scope row; no decision reads the snapshot elsewhere.
 WITH scope AS MATERIALIZED (
     SELECT scope FROM quota_scopes WHERE scope = %(scope)s FOR UPDATE
 ), settled AS (

@@ -11,6 +11,10 @@ RETURNING pruned_until, pruned_after
 -- every earlier event of their sessions, go; each session's
 -- events_pruned_through moves up to the cut, so its log stays contiguous.
 -- Session rows are locked in id order, the order workers lock them in.
+-- Safe under READ COMMITTED: what goes is finished turns and the events up to
+-- theirs, which nobody changes any more (events after the cut, appended since
+-- the snapshot, have higher seqs and stay); the cut is written on the locked
+-- rows, and one worker prunes an interval (maintenance_take).
 touched AS MATERIALIZED (
     SELECT s.id, s.events_pruned_through
     FROM sessions s
@@ -107,6 +111,8 @@ SELECT (SELECT count(*) FROM gone_turns) AS turns,
 
 -- name: prune_workers
 -- Worker rows of processes stopped (or silent) for longer than the horizon.
+-- Safe under READ COMMITTED: the DELETE re-checks its condition on each row's
+-- newest version (a worker that beat its heart meanwhile stays).
 WITH gone AS (
     DELETE FROM workers
     WHERE CASE WHEN state = 'stopped' THEN stopped_at ELSE heartbeat_at END

@@ -9,8 +9,18 @@
 -- however many there are; SKIP LOCKED lets many workers claim at once. A row
 -- locked by one scan but not chosen stays locked only until the commit. The
 -- including statement defines claim_gate: no row there, no claim.
+--
+-- Safe under READ COMMITTED: a row the scans lock is re-read at its newest
+-- version and re-checked (still ready, still expired), but chosen_turn and
+-- the epoch read the statement's snapshot, taken before the lock. A row that
+-- changed in between (a turn cancelled, a claim and release by another
+-- worker) could start a turn the snapshot still shows queued. So a row is
+-- chosen only if the version it was locked at is the snapshot's (same xmin:
+-- every write to a session's turns also updates its row); a row changed
+-- since is left ready for the next claim, which whoever changed it woke with
+-- a NOTIFY (every statement that leaves a session ready sends one).
 ready_pick AS (
-    SELECT id, ready_at AS since
+    SELECT id, ready_at AS since, xmin AS version
     FROM sessions
     WHERE status = 'ready' AND ready_at <= statement_timestamp()
       AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
@@ -19,10 +29,14 @@ ready_pick AS (
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 ), expired_pick AS (
-    SELECT id, lease_expires_at AS since
+    SELECT id, lease_expires_at AS since, xmin AS version
     FROM sessions
     WHERE status = 'running' AND lease_expires_at < now()
       AND (pin IS NULL OR pin = ANY (%(pins)s::text[]))
+      -- Not the session a finish is giving up in this same statement: its own
+      -- lease may have run out, and a second UPDATE of its row in one statement
+      -- would be skipped while its turn was started again (found by the race model).
+      AND id IS DISTINCT FROM %(finishing_session)s::uuid
       AND EXISTS (SELECT FROM claim_gate)
     ORDER BY lease_expires_at
     LIMIT %(limit)s
@@ -30,7 +44,7 @@ ready_pick AS (
 ), chosen AS (
     SELECT picked.id, s.lease_epoch + 1 AS epoch
     FROM (SELECT * FROM ready_pick UNION ALL SELECT * FROM expired_pick) AS picked
-    JOIN sessions s ON s.id = picked.id
+    JOIN sessions s ON s.id = picked.id AND s.xmin = picked.version
     ORDER BY picked.since
     LIMIT %(limit)s
 ), chosen_turn AS (
@@ -108,6 +122,9 @@ LEFT JOIN started ON started.session_id = log_bump.id
 -- any cancel/interrupt request a missed NOTIFY did not deliver. Rows are
 -- locked in id order, the order batches of slot writes lock them in, so a
 -- renewal and a batch of the same worker never deadlock.
+-- Safe under READ COMMITTED: it decides from the locked rows alone (owner,
+-- epoch, controls at their newest version) and updates only them and its own
+-- worker row.
 WITH held AS (
     SELECT s.id
     FROM sessions s
@@ -132,7 +149,10 @@ SELECT id AS session_id, control, control_turn_id, control_reason FROM renewed
 -- name: sessions_release
 -- Give a session back. If %(turn_id)s is still running it returns to queued with
 -- its committed steps kept, and a turn.released event says so; the session
--- becomes ready (turns remain) or idle. Safe to call after the turn finished.
+-- becomes ready (turns remain, and a NOTIFY wakes a claimer at once) or idle.
+-- Safe to call after the turn finished. Safe under READ COMMITTED: fence
+-- re-reads the locked row at its newest version, requeued re-checks the turn's
+-- newest status, and queued_turns is read by the UPDATE of the locked row.
 WITH fence AS (
     SELECT id
     FROM sessions
@@ -158,9 +178,12 @@ WITH fence AS (
         lease_expires_at = NULL,
         updated_at       = now()
     WHERE id = %(session_id)s AND EXISTS (SELECT FROM fence)
-    RETURNING id, last_event_seq
+    RETURNING id, last_event_seq, status
 ), /*include:log_append*/
-SELECT (SELECT count(*) FROM requeued) AS requeued FROM log_bump
+SELECT (SELECT count(*) FROM requeued) AS requeued,
+       CASE WHEN log_bump.status = 'ready' THEN pg_notify(%(work_channel)s, '') IS NULL END
+           AS notified
+FROM log_bump
 
 -- name: sessions_create
 -- A new session. With a creation key, at most one per (tenant, key): a retry

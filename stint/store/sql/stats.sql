@@ -28,7 +28,9 @@ WHERE name = %(job)s
 -- figure comes from an index: ready sessions (sessions_ready_idx), open turns
 -- by status (turns_open_idx), held sessions (sessions_lease_owner_idx), turns
 -- finished since the previous sample (turns_finished_idx), and the small
--- workers table; nothing scans a whole table.
+-- workers table; nothing scans a whole table. Safe under READ COMMITTED: the
+-- counts are a reading of one snapshot (approximate by nature) and the write
+-- is one ring slot by key, by the elected sampler only.
 WITH moment AS (
     SELECT now() AS at
 ), prev AS (

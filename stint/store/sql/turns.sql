@@ -4,7 +4,10 @@ FROM turns
 WHERE session_id = %(session_id)s AND idempotency_key = %(idempotency_key)s
 
 -- name: turns_insert
--- Runs after sessions_lock_for_enqueue in the same transaction.
+-- Runs after sessions_lock_for_enqueue in the same transaction. Safe under
+-- READ COMMITTED: the session row was locked by that earlier statement, so
+-- this one's snapshot holds every change to the session committed before,
+-- and nothing can change it until this transaction ends.
 WITH added AS (
     INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds, traceparent)
     VALUES (%(session_id)s, %(seq)s, %(idempotency_key)s, %(input)s, %(timeout_seconds)s,
@@ -28,12 +31,30 @@ SELECT id, seq, pg_notify(%(work_channel)s, '') IS NULL AS notified FROM added
 -- turn starts at once; otherwise it is released (ready or idle) and, when
 -- %(claim_next)s, one other claimable session is claimed and its next turn
 -- started. A finished slot is busy again after this one round trip.
-WITH /*include:stamp*/, finishing AS (
-    SELECT id, queued_turns > 1 AND NOT %(release)s AS keep
+--
+-- Safe under READ COMMITTED: locked waits for the session row (an enqueue or
+-- a control may hold it) and then sees its newest version, but next_same
+-- reads turns in the statement's snapshot, taken before that wait. If the row
+-- changed in between (an enqueue committed while we waited: queued_turns > 1
+-- at the newest version, the new turn invisible to the snapshot), keeping the
+-- lease would hold a session whose next turn nobody starts. So the lease is
+-- kept only when the locked version is the snapshot's (same xmin: every write
+-- to a session's turns updates its row); otherwise the session is released
+-- ready and a NOTIFY wakes a claimer (this worker's among them) for it.
+-- The fence and every counter are read from the locked row; the finished
+-- turn's own status cannot change under the fence.
+WITH /*include:stamp*/, locked AS (
+    SELECT id, queued_turns, xmin AS version
     FROM sessions
     WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
       AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
     FOR UPDATE
+), finishing AS (
+    SELECT locked.id,
+           locked.queued_turns > 1 AND NOT %(release)s
+           AND EXISTS (SELECT FROM sessions s WHERE s.id = locked.id AND s.xmin = locked.version)
+               AS keep
+    FROM locked
 ), finished AS (
     UPDATE turns
     SET status = %(status)s, output = %(output)s, error = %(error)s, reason = %(reason)s,
@@ -84,7 +105,7 @@ log_new AS (
     FROM finishing
     WHERE sessions.id = finishing.id
     RETURNING sessions.id, sessions.last_event_seq, sessions.queued_turns,
-              sessions.lease_owner IS NOT NULL AS still_held
+              sessions.lease_owner IS NOT NULL AS still_held, sessions.status
 ), bump_claimed AS (
     UPDATE sessions
     SET /*include:log_reserve*/, /*include:claim_lease*/
@@ -97,6 +118,8 @@ log_new AS (
     SELECT id, last_event_seq FROM bump_claimed
 ), /*include:log_append*/
 SELECT bump_finished.queued_turns, bump_finished.still_held,
+       CASE WHEN bump_finished.status = 'ready' THEN pg_notify(%(work_channel)s, '') IS NULL END
+           AS notified,
        coalesce(bump_claimed.id, started.session_id) AS next_session_id,
        coalesce(bump_claimed.lease_epoch, started.epoch) AS next_epoch,
        started.id AS next_turn_id, started.seq AS next_seq, started.input AS next_input,
@@ -114,6 +137,9 @@ LEFT JOIN started ON true
 -- request comes back, so the worker ends the turn instead of losing it.
 -- ``held`` locks the row and reads its latest version (a control committed
 -- while this statement waited is seen), so the choice is made on one version.
+-- Safe under READ COMMITTED: the fence and the control flags come from the
+-- locked row; the one other read, the turn's status, cannot change under the
+-- fence (only this lease holder, or controls_end_turn, which bumps the epoch).
 WITH held AS (
     SELECT id, control, control_turn_id, control_reason
     FROM sessions
@@ -160,6 +186,8 @@ WHERE EXISTS (SELECT FROM log_bump) OR held.control_turn_id = %(turn_id)s
 -- a turn.deferred event carries the scope, the not-before time and how long
 -- the call had already waited in its slot (waited_s). A cancel
 -- or interrupt already requested for this turn wins, as in turns_park.
+-- Safe under READ COMMITTED as turns_park is; the requeue also re-checks the
+-- turn's newest status, and the scope's counter is one UPDATE of its row.
 WITH held AS (
     SELECT id, control, control_turn_id, control_reason
     FROM sessions

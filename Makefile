@@ -4,12 +4,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck pytest bench load clean engine images test-docker
+.PHONY: setup demo test lint typecheck pytest bench load clean engine images test-docker sql sql-reference
 
 $(STAMP): pyproject.toml constraints.txt
+	@echo "setting up $(VENV): Stint and what it needs (about a minute the first time)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev,load,api,agents,containers,otlp]"
+	@# One line per package as pip goes (not silent for a minute), the whole log kept.
+	$(BIN)/pip install --progress-bar off -c constraints.txt -e ".[dev,load,api,agents,containers,otlp]" 2>&1 \
+		| tee $(VENV)/install.log | grep --line-buffered -E '^(Processing|Collecting|Installing)' || true
+	@test -x $(BIN)/stint || { tail -25 $(VENV)/install.log >&2; echo "setup failed (log: $(VENV)/install.log)" >&2; exit 1; }
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -31,6 +35,14 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
+# The SQL PostgreSQL receives for one statement, fragments expanded: make sql NAME=turns_finish
+sql: $(STAMP)
+	@$(BIN)/python -m stint.store.queries $(NAME)
+
+# Every statement's expanded text, committed so a review shows the real SQL (a test checks it).
+sql-reference: $(STAMP)
+	$(BIN)/python -m stint.store.queries --write docs/reference/sql
+
 bench: $(STAMP)
 	$(BIN)/python -m stint.loadtest.bench
 
@@ -42,6 +54,7 @@ load: $(STAMP)
 ENGINE_HOST := $${DOCKER_HOST:-unix:///run/stint-docker.sock}
 
 engine:
+	@deploy/dockerd.sh tools
 	@docker -H $(ENGINE_HOST) version >/dev/null 2>&1 || deploy/dockerd.sh start
 
 images: engine

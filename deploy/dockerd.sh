@@ -2,7 +2,9 @@
 # A Docker engine of Stint's own: deploy/dockerd.sh start|stop|status|env
 #
 #   start   reuse an engine that answers on our socket, else start dockerd (installing
-#           Debian's docker.io first when it is missing and we are root); waits until it answers
+#           Debian's docker.io and docker-compose first when missing and we are root);
+#           waits until it answers
+#   tools   install what is missing of docker.io and docker-compose (root, Debian)
 #   stop    stop the dockerd this script started (by its pidfile) and wait for it to exit
 #   status  exit 0 when the engine answers, 1 otherwise
 #   env     print `export DOCKER_HOST=...` for eval "$(deploy/dockerd.sh env)"
@@ -26,16 +28,20 @@ answers() {
 }
 
 install_engine() {
-    if command -v dockerd >/dev/null && command -v docker >/dev/null; then
-        return 0
-    fi
+    # The engine and a compose tool (the container tests drive compose files):
+    # Debian has docker.io and, for compose, only the v1 docker-compose.
+    local wanted=()
+    command -v dockerd >/dev/null && command -v docker >/dev/null || wanted+=(docker.io)
+    command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 ||
+        wanted+=(docker-compose)
+    [ "${#wanted[@]}" -eq 0 ] && return 0
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-        echo "dockerd.sh: no dockerd here; install Debian's docker.io (apt-get install docker.io)" >&2
+        echo "dockerd.sh: missing ${wanted[*]}; install them (apt-get install ${wanted[*]})" >&2
         return 1
     fi
-    echo "dockerd.sh: installing Debian's docker.io" >&2
+    echo "dockerd.sh: installing Debian's ${wanted[*]}" >&2
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${wanted[@]}" >/dev/null
 }
 
 ours_running() {
@@ -43,11 +49,11 @@ ours_running() {
 }
 
 start() {
+    install_engine
     if answers; then
         echo "dockerd.sh: engine answers on $HOST (reused)" >&2
         return 0
     fi
-    install_engine
     if ours_running; then
         echo "dockerd.sh: dockerd $(cat "$PIDFILE") runs but does not answer; stopping it" >&2
         stop
@@ -102,11 +108,12 @@ stop() {
 
 case "${1:-}" in
     start) start ;;
+    tools) install_engine ;;
     stop) stop ;;
     status) answers ;;
     env) echo "export DOCKER_HOST=$HOST" ;;
     *)
-        echo "usage: $0 start|stop|status|env" >&2
+        echo "usage: $0 start|tools|stop|status|env" >&2
         exit 2
         ;;
 esac

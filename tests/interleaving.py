@@ -104,33 +104,54 @@ class Interleaver:
 
     async def blocked(self) -> set[str]:
         """The actors whose backend now waits for a lock another holds."""
+        return set(await self._blockers())
+
+    async def _blockers(self) -> dict[str, set[str]]:
+        """Each actor waiting for a lock: the application names of its blockers."""
         async with self._observer.connection() as conn:
             cur = await conn.execute(
-                "SELECT application_name FROM pg_stat_activity "
-                "WHERE application_name LIKE 'race\\_%%' "
-                "AND cardinality(pg_blocking_pids(pid)) > 0"
+                "SELECT w.application_name, coalesce(b.application_name, '') "
+                "FROM pg_stat_activity w "
+                "CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS blocker (pid) "
+                "LEFT JOIN pg_stat_activity b ON b.pid = blocker.pid "
+                "WHERE w.application_name LIKE 'race\\_%%'"
             )
             rows = await cur.fetchall()
-        return {str(r[0]) for r in rows}
+        found: dict[str, set[str]] = {}
+        for waiter, blocker in rows:
+            found.setdefault(str(waiter), set()).add(str(blocker))
+        return found
 
     async def settle(self) -> dict[str, str]:
         """Wait until every actor is stopped at a gate, blocked on a lock, or
         done; return each actor's state (the statement it waits before, or
-        ``blocked``, or ``idle``)."""
+        ``blocked``, or ``idle``).
+
+        An actor counts as blocked only while what blocks it is frozen too: an
+        actor stopped at a gate, or itself blocked by frozen ones. A lock whose
+        holder is running (or has just committed) is about to be granted, and
+        returning then would let the next move race with it."""
         deadline = time.monotonic() + _SETTLE_WITHIN
         while True:
             await asyncio.sleep(0)  # a task let go runs up to its next await first
             running = [a for a in self.actors if a.busy and a.waiting is None]
-            blocked = await self.blocked() if running else set()
-            if all(a.application_name in blocked for a in running):
-                return {
-                    a.name: a.waiting or ("blocked" if a.application_name in blocked else "idle")
-                    for a in self.actors
-                }
+            blockers = await self._blockers() if running else {}
+            frozen = {a.application_name for a in self.actors if a.waiting is not None}
+            grew = True
+            while grew:
+                grew = False
+                for actor in running:
+                    name = actor.application_name
+                    holders = blockers.get(name)
+                    if name not in frozen and holders and holders <= frozen:
+                        frozen.add(name)
+                        grew = True
+            if all(a.application_name in frozen for a in running):
+                return {a.name: a.waiting or ("blocked" if a.busy else "idle") for a in self.actors}
             if time.monotonic() > deadline:
                 raise AssertionError(
                     f"actors did not settle within {_SETTLE_WITHIN}s: "
-                    f"{[(a.name, a.waiting, a.busy) for a in self.actors]}"
+                    f"{[(a.name, a.waiting, a.busy) for a in self.actors]}; blockers {blockers}"
                 )
             await asyncio.sleep(_POLL)
 

@@ -7,6 +7,7 @@ line, event or turn error can ever show the key.
 
 from __future__ import annotations
 
+from stint.errors import StintError
 from stint.worker.harness import HarnessLoadError
 
 __all__ = [
@@ -19,7 +20,7 @@ __all__ = [
 ]
 
 
-class AgentError(Exception):
+class AgentError(StintError):
     """The agent loop could not finish the turn."""
 
     def __init__(self, message: str | None = None) -> None:

@@ -7,6 +7,9 @@ message naming the variable and what it accepts.
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,17 +24,25 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from stint.errors import StintError
 from stint.store.config import StoreConfig, validate_role_name, validate_schema_name
 from stint.store.conninfo import parse_conninfo
 from stint.store.errors import ConfigError
 
-__all__ = ["Settings", "SettingsError", "env_name", "field_range", "load_settings"]
+__all__ = [
+    "Settings",
+    "SettingsError",
+    "env_name",
+    "field_range",
+    "load_settings",
+    "unknown_variables",
+]
 
 _DEFAULT_HARNESS = "stint.worker.scripted:harness"
 _SECRET_FIELDS = frozenset({"database_url", "model_api_key"})
 
 
-class SettingsError(Exception):
+class SettingsError(StintError):
     """A STINT_* value is out of range or malformed; the message names the variable."""
 
 
@@ -372,3 +383,71 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**given)
     except ValidationError as exc:
         raise SettingsError(describe_error(exc)) from None
+
+
+# Settings that existed once, and what replaced them: a deployment still setting
+# one is told, instead of silently getting the new default.
+_REMOVED = {
+    "STINT_SESSION_QUEUE_LIMIT": (
+        "the per-session queue limit is kept in the database now: "
+        "stint admission set --default --max-session-queue N"
+    ),
+    "STINT_POOL_MIN_SIZE": "a worker's pool is STINT_POOL_SIZE connections, opened at start",
+    "STINT_POOL_MAX_SIZE": "a worker's pool is STINT_POOL_SIZE connections, opened at start",
+}
+# STINT_* variables read by tools other than Settings (the tests, the lab, the
+# container scripts and compose files): not settings, so never warned about.
+_NOT_SETTINGS = (
+    "STINT_REQUIRE_",
+    "STINT_TEST_",
+    "STINT_WRITE_",
+    "STINT_RACE_",
+    "STINT_SOAK_",
+    "STINT_SCALE_",
+    "STINT_LOAD_",
+    "STINT_OUTAGE_",
+    "STINT_QUOTA_TURNS",
+    "STINT_DOCKER_",
+    "STINT_DEBIAN_",
+    "STINT_IMAGE_TAG",
+    "STINT_BASE_CACHE",
+    "STINT_WORKER_IMAGE",
+    "STINT_UID",
+    "STINT_HOST_CA_BUNDLE",
+    "STINT_CHROMIUM",
+    "STINT_APP_PASSWORD",
+    "STINT_PG_PASSWORD",
+    "STINT_PG_PORT",
+)
+
+
+def _setting_names() -> set[str]:
+    """Every variable name Settings reads (its env names and aliases)."""
+    names = set()
+    for name, info in Settings.model_fields.items():
+        names.add(env_name(name))
+        alias = info.validation_alias
+        for choice in getattr(alias, "choices", ()):
+            if isinstance(choice, str) and choice.startswith("STINT_"):
+                names.add(choice)
+    return names
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One warning per ``STINT_*`` variable no setting reads, naming the closest
+    setting or what replaced a removed one (pydantic-settings ignores them)."""
+    env = os.environ if environ is None else environ
+    known = _setting_names()
+    warnings = []
+    for variable in sorted(env):
+        if not variable.startswith("STINT_") or variable in known:
+            continue
+        if variable.startswith(_NOT_SETTINGS):
+            continue
+        if variable in _REMOVED:
+            warnings.append(f"{variable} was removed and is ignored: {_REMOVED[variable]}")
+            continue
+        close = difflib.get_close_matches(variable, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        warnings.append(f"{variable} is not a Stint setting and is ignored{hint}")
+    return warnings

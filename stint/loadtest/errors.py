@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from stint.errors import StintError
+
 __all__ = ["BackendError", "CgroupError", "LoadError", "noting_failure"]
 
 
-class LoadError(Exception):
+class LoadError(StintError):
     """A load-test resource could not be provided; the message carries context."""
 
     def __init__(self, message: str, **context: object) -> None:

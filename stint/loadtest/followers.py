@@ -27,10 +27,11 @@ from uuid import UUID
 from stint.loadtest.sse import SseStream
 from stint.ops.checks import Check
 from stint.ops.stats import percentile
+from stint.store.vocabulary import EventKind
 
 __all__ = ["Follower", "judge", "latency_figures", "open_followers"]
 
-_TERMINAL = {"turn.completed", "turn.failed", "turn.cancelled", "turn.interrupted"}
+_TERMINAL = {str(kind) for kind in EventKind if kind.terminal}
 
 
 @dataclass

@@ -18,12 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from stint.errors import StintError
+
 __all__ = ["SseError", "SseMessage", "SseStream", "http_status"]
 
 _LIMIT = 2**20
 
 
-class SseError(Exception):
+class SseError(StintError):
     """The server answered with something other than a 200 event stream."""
 
     def __init__(self, status: int, body: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import socket
 import sys
@@ -24,7 +25,13 @@ import uvloop
 
 from stint.config.logs import setup_logging
 from stint.config.options import add_setting, overrides_from
-from stint.config.settings import Settings, SettingsError, field_range, load_settings
+from stint.config.settings import (
+    Settings,
+    SettingsError,
+    field_range,
+    load_settings,
+    unknown_variables,
+)
 from stint.config.target import embedded_cluster, resolve_store_config, workspace_dir
 from stint.ops.admission import add_admission_parser, admission_json, run_admission
 from stint.ops.checks import run_checks
@@ -73,6 +80,8 @@ from stint.worker.journal import EffectJournal
 from stint.worker.pruner import RetentionPlan, prune
 
 __all__ = ["main"]
+
+log = logging.getLogger("stint.cli")
 
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -651,6 +660,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stint: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     setup_logging(settings.log_level, secrets=settings.secrets(), fmt=settings.log_format)
+    for warning in unknown_variables():
+        log.warning("%s", warning)
     try:
         setup_tracing(
             settings.tracing, service_name="stint-api" if args.command == "api" else "stint-cli"

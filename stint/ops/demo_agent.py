@@ -31,6 +31,7 @@ from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.controls import ControlStore
 from stint.store.pool import Pool, open_pool
 from stint.store.usage import UsageStore
+from stint.store.vocabulary import EventKind
 
 __all__ = ["CONVERSATION", "run_agent_demo"]
 
@@ -41,7 +42,7 @@ CONVERSATION = (
     "Please deploy the web service.",
     "Thanks. What do you remember?",
 )
-_TERMINAL = {"turn.completed", "turn.failed", "turn.cancelled", "turn.interrupted"}
+_TERMINAL = {str(kind) for kind in EventKind if kind.terminal}
 _TURN_SECONDS = 60.0
 
 

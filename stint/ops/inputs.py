@@ -12,6 +12,7 @@ import math
 from collections.abc import Iterable
 from typing import Any, BinaryIO
 
+from stint.errors import StintError
 from stint.store.errors import UnstorableJson
 from stint.store.jsonvalues import load_storable_json
 
@@ -28,7 +29,7 @@ __all__ = [
 MAX_LABEL_CHARS = 256
 
 
-class UsageError(Exception):
+class UsageError(StintError):
     """Bad command-line input; exit 2 with one line, nothing written."""
 
 

@@ -115,7 +115,15 @@ class EmbeddedPostgres:
             if started:
                 self._start_server()
         how = "created and started" if created else "started" if started else "reused"
-        log.info("embedded PostgreSQL %s at %s (%s)", self._version(), self.data_dir, how)
+        # Reusing a running server is every CLI call's case: said at DEBUG only,
+        # so a command's stderr carries nothing but what went wrong.
+        log.log(
+            logging.DEBUG if how == "reused" else logging.INFO,
+            "embedded PostgreSQL %s at %s (%s)",
+            self._version(),
+            self.data_dir,
+            how,
+        )
         return EmbeddedHandle(data_dir=self.data_dir, socket_dir=self.socket_dir, started=started)
 
     def stop(self) -> bool:

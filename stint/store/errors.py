@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from stint.errors import StintError
+
 __all__ = [
     "AdmissionRefused",
     "AnswerConflict",
@@ -38,7 +40,7 @@ __all__ = [
 ]
 
 
-class StoreError(Exception):
+class StoreError(StintError):
     """A store operation failed."""
 
     def __init__(self, message: str | None = None, **context: Any) -> None:

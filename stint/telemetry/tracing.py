@@ -25,6 +25,8 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
+from stint.errors import StintError
+
 __all__ = [
     "EXPORTERS",
     "TracingUnavailable",
@@ -45,7 +47,7 @@ _TRACEPARENT = re.compile(
 _tracer = trace.get_tracer("stint")
 
 
-class TracingUnavailable(Exception):
+class TracingUnavailable(StintError):
     """Tracing was asked for, but its exporter is not installed."""
 
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
+from stint.errors import StintError
 from stint.store.conversation import MessageWindow
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, StepRecord
@@ -84,11 +85,11 @@ class LeaseExpired(LeaseLost):
     may still be ours in the database, but nothing more may be written under it."""
 
 
-class UnknownEffect(Exception):
+class UnknownEffect(StintError):
     """A step's effect may or may not have happened, and its tool cannot tell."""
 
 
-class NondeterministicReplay(Exception):
+class NondeterministicReplay(StintError):
     """A replayed step asked for something different than what was recorded."""
 
 

@@ -13,6 +13,8 @@ import os
 import signal
 import time
 
+from stint.errors import StintError
+
 __all__ = ["FAILPOINTS", "HARNESS_FAILPOINTS", "FailpointError", "configure", "failpoint"]
 
 FAILPOINTS = (
@@ -30,7 +32,7 @@ HARNESS_FAILPOINTS = (
 _active: dict[str, str] = {}
 
 
-class FailpointError(Exception):
+class FailpointError(StintError):
     """Raised by a failpoint set to ``raise``."""
 
 

@@ -7,6 +7,7 @@ import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from stint.errors import StintError
 from stint.worker.context import TurnContext
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ class Harness(Protocol):
     async def run_turn(self, ctx: TurnContext) -> Any: ...
 
 
-class HarnessLoadError(Exception):
+class HarnessLoadError(StintError):
     """The --harness import string does not name a usable harness."""
 
 

@@ -37,6 +37,8 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from stint.errors import StintError
+
 __all__ = ["Exposition", "HealthServerError", "HealthState", "probe", "serve_health"]
 
 log = logging.getLogger("stint.worker.health")
@@ -56,7 +58,7 @@ DatabaseProbe = Callable[[], Awaitable[str | None]]
 """Asks the database now: None when it answered, else why not."""
 
 
-class HealthServerError(Exception):
+class HealthServerError(StintError):
     """The health port could not be opened (taken, or not ours to bind)."""
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from stint.errors import StintError
+
 __all__ = ["DuplicateEffect", "EffectJournal", "private_dir"]
 
 _FILE_MODE = 0o600
@@ -40,7 +42,7 @@ def private_dir(path: Path) -> None:
         path.chmod(_DIR_MODE)
 
 
-class DuplicateEffect(Exception):
+class DuplicateEffect(StintError):
     """The journal already holds an effect with this step key; nothing was appended."""
 
 

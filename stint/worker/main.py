@@ -16,7 +16,7 @@ import uvloop
 
 from stint.config.logs import bind_process_fields, setup_logging
 from stint.config.options import add_setting, overrides_from
-from stint.config.settings import Settings, SettingsError, load_settings
+from stint.config.settings import Settings, SettingsError, load_settings, unknown_variables
 from stint.config.target import resolve_store_config, workspace_dir
 from stint.store.config import ROLE_LISTEN, ROLE_WORKER, StoreConfig
 from stint.store.errors import StoreError, WorkerIdInUse
@@ -308,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"worker: {exc}", file=sys.stderr)
         return 2
     setup_logging(settings.log_level, secrets=settings.secrets(), fmt=settings.log_format)
+    for warning in unknown_variables():
+        log.warning("%s", warning)
     try:
         setup_tracing(settings.tracing, service_name="stint-worker")
     except TracingUnavailable as exc:

@@ -189,3 +189,16 @@ def test_worker_help_names_every_option_and_variable() -> None:
         ("--workspace", "STINT_WORKSPACE"),
     ]:
         assert flag in text and variable in text
+
+
+async def test_a_removed_setting_is_named_not_silently_ignored(cluster: Cluster) -> None:
+    """A deployment still setting STINT_SESSION_QUEUE_LIMIT=1 used to get the
+    database's limit of 16 with no word said: the command now says so (and runs)."""
+    done = cluster.stint("status", STINT_SESSION_QUEUE_LIMIT="1", STINT_SLOTZ="4")
+    assert done.returncode == 0, done.stderr
+    assert "STINT_SESSION_QUEUE_LIMIT was removed and is ignored" in done.stderr
+    assert "stint admission set --default --max-session-queue N" in done.stderr
+    assert "STINT_SLOTZ is not a Stint setting and is ignored; did you mean STINT_SLOTS?" in (
+        done.stderr
+    )
+    assert "embedded PostgreSQL" not in done.stderr

@@ -91,3 +91,19 @@ def test_the_write_checks_catch_a_hand_written_insert() -> None:
     )
     assert _WRITES_EVENTS.search(_code(rogue))
     assert _ASSIGNS_SEQ.search(_code(rogue))
+
+
+_SPELLED_FENCE = re.compile(
+    r"lease_owner\s*=\s*%\(owner\)s\s+AND\s+lease_epoch\s*=\s*%\(epoch\)s", re.IGNORECASE
+)
+
+
+def test_the_lease_fence_is_written_once() -> None:
+    """Every fenced write matches the session row through the one fragment, so
+    the fence cannot drift between statements (it was spelled out six times)."""
+    sections = raw_sections()
+    spelled = {n for n, body in sections.items() if _SPELLED_FENCE.search(_code(body))}
+    assert spelled == {"lease_fence"}
+    fenced = {n for n in sections if "/*include:lease_fence*/" in sections[n]}
+    assert {"turns_finish", "turns_park", "turns_defer", "sessions_release"} <= fenced
+    assert {"log_bump_fenced", "messages_append"} <= fenced

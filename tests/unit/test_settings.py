@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from stint.config.settings import Settings, SettingsError, env_name, load_settings
+from stint.config.settings import (
+    Settings,
+    SettingsError,
+    env_name,
+    load_settings,
+    unknown_variables,
+)
 from stint.store.config import StoreConfig
 from stint.store.errors import ConfigError
 
@@ -71,3 +77,28 @@ def test_flags_override_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_store_refuses_hostile_schema_names(name: str) -> None:
     with pytest.raises(ConfigError, match="plain identifier"):
         StoreConfig(conninfo="", schema=name)
+
+
+def test_unknown_and_removed_variables_are_named_with_what_to_use() -> None:
+    warnings = unknown_variables(
+        {
+            "STINT_SESSION_QUEUE_LIMIT": "1",  # removed: the database's limit applies
+            "STINT_SLOTZ": "4",  # a typo
+            "STINT_SLOTS": "4",  # a setting
+            "STINT_SCHEMA": "s",  # a setting's alias
+            "STINT_REQUIRE_BROWSER": "1",  # read by the tests, not by Settings
+            "STINT_ZZZ_QQQ": "x",  # nothing close
+            "PATH": "/bin",
+        }
+    )
+    assert warnings == [
+        "STINT_SESSION_QUEUE_LIMIT was removed and is ignored: the per-session queue limit "
+        "is kept in the database now: stint admission set --default --max-session-queue N",
+        "STINT_SLOTZ is not a Stint setting and is ignored; did you mean STINT_SLOTS?",
+        "STINT_ZZZ_QQQ is not a Stint setting and is ignored",
+    ]
+
+
+def test_every_setting_is_known_to_the_unknown_variable_check() -> None:
+    environ = {env_name(name): "x" for name in Settings.model_fields}
+    assert unknown_variables(environ) == []

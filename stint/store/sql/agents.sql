@@ -24,7 +24,7 @@ SELECT (SELECT count(*) FROM earlier) AS total,
 WITH fence AS (
     SELECT id
     FROM sessions
-    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    WHERE /*include:lease_fence*/
     FOR UPDATE
 ), turn AS (
     SELECT seq

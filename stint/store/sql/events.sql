@@ -39,6 +39,13 @@ log_new AS (
     FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[]) WITH ORDINALITY AS e (kind, payload, ord)
 )
 
+-- name: lease_fence
+-- Fragment: THE LEASE FENCE, the one condition every write under a lease
+-- matches the session row on (a test fails if a statement spells it out): this
+-- worker (owner) still holds it at the epoch it was claimed at. A row that no
+-- longer matches was taken over; the including statement then writes nothing.
+id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+
 -- name: log_bump_fenced
 -- Fragment: reserve seqs for log_new only if this worker still holds the
 -- session's lease (owner and epoch). No row: the lease is lost and the
@@ -48,7 +55,7 @@ log_new AS (
 log_bump AS (
     UPDATE sessions
     SET /*include:log_reserve*/, updated_at = now()
-    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    WHERE /*include:lease_fence*/
     RETURNING id, last_event_seq
 )
 

@@ -156,7 +156,7 @@ SELECT id AS session_id, control, control_turn_id, control_reason FROM renewed
 WITH fence AS (
     SELECT id
     FROM sessions
-    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    WHERE /*include:lease_fence*/
     FOR UPDATE
 ), requeued AS (
     UPDATE turns

@@ -46,7 +46,7 @@ SELECT id, seq, pg_notify(%(work_channel)s, '') IS NULL AS notified FROM added
 WITH /*include:stamp*/, locked AS (
     SELECT id, queued_turns, xmin AS version
     FROM sessions
-    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    WHERE /*include:lease_fence*/
       AND EXISTS (SELECT FROM turns t WHERE t.id = %(turn_id)s AND t.status = 'running')
     FOR UPDATE
 ), finishing AS (
@@ -143,7 +143,7 @@ LEFT JOIN started ON true
 WITH held AS (
     SELECT id, control, control_turn_id, control_reason
     FROM sessions
-    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    WHERE /*include:lease_fence*/
     FOR UPDATE
 ), log_new AS (
     SELECT %(session_id)s::uuid AS session_id, %(turn_id)s::uuid AS turn_id,
@@ -191,7 +191,7 @@ WHERE EXISTS (SELECT FROM log_bump) OR held.control_turn_id = %(turn_id)s
 WITH held AS (
     SELECT id, control, control_turn_id, control_reason
     FROM sessions
-    WHERE id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    WHERE /*include:lease_fence*/
     FOR UPDATE
 ), requeued AS (
     UPDATE turns t

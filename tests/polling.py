@@ -12,8 +12,14 @@ T = TypeVar("T")
 _INTERVAL = 0.02
 
 
-async def wait_until(probe: Callable[[], Awaitable[T]], *, what: str, within: float = 30.0) -> T:
-    """Await ``probe()`` until it returns something truthy; fail after ``within`` seconds."""
+async def wait_until(
+    probe: Callable[[], Awaitable[T | None]], *, what: str, within: float = 30.0
+) -> T:
+    """Await ``probe()`` until it returns something truthy; fail after ``within`` seconds.
+
+    A probe answers ``None`` (or anything falsy) while the state is not there yet; the
+    result is what it answered once it was, hence never ``None``.
+    """
     deadline = time.monotonic() + within
     last: T | None = None
     while time.monotonic() < deadline:

@@ -103,7 +103,7 @@ class Cluster:
 async def fetch(pool: Pool, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     """Read rows for assertions (tests inspect the database directly)."""
     async with pool.connection() as conn:
-        cur = await conn.execute(sql, params)  # type: ignore[arg-type]
+        cur = await conn.execute(sql, params)
         return await cur.fetchall()
 
 

@@ -143,7 +143,8 @@ async def test_active_sessions_stay_within_max_running_with_real_workers(
 
     async def first_done() -> bool:
         rows = await fetch(pool, "SELECT status FROM turns WHERE id = %s", more["turn_id"])
-        return rows[0][0] == "succeeded"
+        status: str = rows[0][0]
+        return status == "succeeded"
 
     await wait_until(first_done, what="the first session's turns")
     third = _enqueue(cluster, "--tenant", "acme", '{"min_wait_ms": 0}')

@@ -99,7 +99,8 @@ async def test_status_and_check_report_a_finished_run(cluster: Cluster, pool: Po
 
     async def done() -> bool:
         rows = await fetch(pool, "SELECT count(*) FROM turns WHERE status = 'succeeded'")
-        return rows[0][0] == 3
+        succeeded: int = rows[0][0]
+        return succeeded == 3
 
     await wait_until(done, what="3 turns succeeded")
     status = json.loads(cluster.stint("status", "--json").stdout)

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from uuid import UUID
 
@@ -52,10 +53,8 @@ async def test_status_counts_turns_by_status_and_shows_a_killed_worker_dead(
     running = _ok(cluster.stint("enqueue", '{"min_wait_ms": 0, "gate": "never"}'))
     parked = _ok(cluster.stint("enqueue", '{"min_wait_ms": 0, "ask": "ok?"}'))
     queued = _ok(cluster.stint("enqueue", "--session", str(running["session_id"]), "{}"))
-    for turn, status in ((running, "running"), (parked, "parked")):
-        await wait_until(
-            lambda t=turn, s=status: _is(pool, t["turn_id"], s), what=f"a {status} turn"
-        )
+    for turn, state in ((running, "running"), (parked, "parked")):
+        await wait_until(partial(_is, pool, turn["turn_id"], state), what=f"a {state} turn")
     status = _ok(cluster.stint("status", "--json"))
     assert (status["queued_turns"], status["running_turns"], status["parked_turns"]) == (1, 1, 1)
     text = cluster.stint("status").stdout
@@ -170,8 +169,10 @@ async def test_show_prints_a_turns_status_output_and_error(cluster: Cluster, poo
     assert worker.wait() == 0
     whole = _ok(cluster.stint("show", sid))
     assert whole["session_id"] == sid
-    assert [t["turn_id"] for t in whole["turns"]] == [good["turn_id"], bad["turn_id"]]
-    turn = whole["turns"][-1]
+    turns = whole["turns"]
+    assert isinstance(turns, list)
+    assert [t["turn_id"] for t in turns] == [good["turn_id"], bad["turn_id"]]
+    turn = turns[-1]
     assert isinstance(turn, dict)
     assert (turn["turn_id"], turn["status"], turn["seq"]) == (bad["turn_id"], "failed", 2)
     assert "soon" in str(turn["error"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+from functools import partial
 from uuid import UUID
 
 from stint.ops.checks import run_checks
@@ -232,7 +233,7 @@ async def test_pinned_sessions_wait_for_a_worker_that_accepts_them(
     on_v1 = await _enqueue(cluster, {"min_wait_ms": 0}, "--pin", "v1")
     on_v2 = await _enqueue(cluster, {"min_wait_ms": 0}, "--pin", "v2")
     for turn in (plain, on_v1):
-        await wait_until(lambda t=turn: _status_is(pool, t["turn_id"], "succeeded"), what="ran")
+        await wait_until(partial(_status_is, pool, turn["turn_id"], "succeeded"), what="ran")
     status = json.loads(cluster.stint("status", "--json").stdout)
     assert status["ready_unaccepted"] == 1
     assert (await _turn(pool, on_v2["turn_id"]))[0] == "queued"
@@ -284,7 +285,8 @@ async def test_a_long_queue_does_not_starve_short_sessions(
 
     async def all_done() -> bool:
         rows = await fetch(pool, "SELECT count(*) FROM turns WHERE status = 'succeeded'")
-        return rows[0][0] == 220
+        succeeded: int = rows[0][0]
+        return succeeded == 220
 
     await wait_until(all_done, what="all 220 turns", within=120)
     rows = await fetch(

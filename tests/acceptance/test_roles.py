@@ -155,7 +155,7 @@ def test_app_role_cannot_change_the_schema_rewrite_events_or_record_migrations(
         psycopg.connect(password_db.app.url, autocommit=True) as conn,
         pytest.raises(psycopg.errors.InsufficientPrivilege),
     ):
-        conn.execute(sql.SQL(statement).format(schema=sql.Identifier(password_db.schema)))  # type: ignore[arg-type]
+        conn.execute(sql.SQL(statement).format(schema=sql.Identifier(password_db.schema)))
 
 
 def test_worker_without_auto_migrate_names_the_missing_migration(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 from collections import Counter
+from functools import partial
 from uuid import UUID
 
 from stint.ops.checks import run_checks
@@ -34,7 +35,8 @@ async def _enqueue(
 
 async def _all_finished(pool: Pool, expected: int) -> bool:
     rows = await fetch(pool, "SELECT count(*) FROM turns WHERE finished_at IS NOT NULL")
-    return rows[0][0] == expected
+    finished: int = rows[0][0]
+    return finished == expected
 
 
 async def _has_event(pool: Pool, session_id: UUID, kind: str, count: int = 1) -> bool:
@@ -123,12 +125,12 @@ async def test_crash_kill9_mid_turn_is_recovered_with_each_effect_once(
     victim = cluster.start_worker(slots=2)
     sessions = await _enqueue(client, 2, {"min_wait_ms": 0, "gate": "g"})
     for sid in sessions:
-        await wait_until(lambda sid=sid: _has_event(pool, sid, "tool.returned"), what="effects")
+        await wait_until(partial(_has_event, pool, sid, "tool.returned"), what="effects")
     victim.signal(signal.SIGKILL)
     victim.wait()
     rescuer = cluster.start_worker(slots=2)
     for sid in sessions:
-        await wait_until(lambda sid=sid: _has_event(pool, sid, "turn.started", 2), what="recovery")
+        await wait_until(partial(_has_event, pool, sid, "turn.started", 2), what="recovery")
     cluster.open_gate("g")
     await wait_until(lambda: _all_finished(pool, 2), what="recovered turns finished")
     assert await turn_states(pool) == [("succeeded", 2)] * 2
@@ -148,7 +150,7 @@ async def test_drain_hands_back_unfinished_turns_for_immediate_replay(
     first = cluster.start_worker(slots=2, drain_seconds=0.3, lease_seconds=30)
     sessions = await _enqueue(client, 2, {"min_wait_ms": 0, "gate": "g"})
     for sid in sessions:
-        await wait_until(lambda sid=sid: _has_event(pool, sid, "tool.returned"), what="effects")
+        await wait_until(partial(_has_event, pool, sid, "tool.returned"), what="effects")
     first.signal(signal.SIGTERM)
     assert first.wait() == 0
     assert await turn_states(pool) == [("queued", 1)] * 2
@@ -182,7 +184,7 @@ async def test_drain_lets_running_turns_finish(
     worker = cluster.start_worker(slots=2, drain_seconds=30)
     sessions = await _enqueue(client, 2, {"min_wait_ms": 0, "gate": "g"}, turns=2)
     for sid in sessions:
-        await wait_until(lambda sid=sid: _has_event(pool, sid, "tool.returned"), what="running")
+        await wait_until(partial(_has_event, pool, sid, "tool.returned"), what="running")
     worker.signal(signal.SIGTERM)
 
     async def draining() -> bool:

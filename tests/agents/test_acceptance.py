@@ -165,8 +165,8 @@ async def test_a_crash_after_a_tool_resumes_with_only_the_remaining_model_call(
     assert _calls(fake, "What is 19 + 23?") == [0, 1]  # the model: the remaining step only
     sid = turn["session_id"]
     assert Counter(p["name"] for p in await _payloads(pool, sid, "tool.called")) == {"add": 1}
-    journal = [json.loads(line) for line in (cluster.workspace / "journals").glob("*.journal")
-               for line in line.read_text().splitlines()]  # fmt: skip
+    journal = [json.loads(line) for path in (cluster.workspace / "journals").glob("*.journal")
+               for line in path.read_text().splitlines()]  # fmt: skip
     assert [(e["tool"], e["result"]) for e in journal] == [("add", 42.0)]
     await _checks(pool, cluster, faults={UUID(sid): 1})
 

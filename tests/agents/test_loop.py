@@ -27,6 +27,7 @@ from stint.store.controls import ControlStore
 from stint.store.models import Claim, TurnStart
 from stint.store.pool import Pool
 from stint.store.runtime import RuntimeStore
+from stint.store.vocabulary import EventKind, TurnStatus
 from stint.worker.context import Parked, TurnContext
 from stint.worker.journal import EffectJournal
 from tests.agents.conftest import API_KEY
@@ -88,10 +89,10 @@ class Driver:
         await self.runtime.turns_finish(
             claim,
             turn_id=turn.turn_id,
-            status="succeeded",
+            status=TurnStatus.SUCCEEDED,
             output=output,
             error=None,
-            events=[("turn.completed", {})],
+            events=[(EventKind.TURN_COMPLETED, {})],
             release=True,
         )
 

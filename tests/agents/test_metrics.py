@@ -38,7 +38,8 @@ async def test_model_tokens_are_counted_by_scope(
 
     async def finished() -> bool:
         rows = await fetch(pool, "SELECT status FROM turns WHERE id = %s", turn_id)
-        return rows[0][0] == "succeeded"
+        status: str = rows[0][0]
+        return status == "succeeded"
 
     await wait_until(finished, what="the turn finished", within=60)
     reported = [r.usage for r in fake.requests()]

@@ -19,8 +19,8 @@ from stint.agents.fake_provider import FakeProvider
 from stint.agents.provider import ChatProvider, Retry
 from tests.agents.conftest import API_KEY
 
-QUESTION = [{"role": "user", "content": "What is 19 + 23?"}]
-ANSWERED = [
+QUESTION: list[dict[str, Any]] = [{"role": "user", "content": "What is 19 + 23?"}]
+ANSWERED: list[dict[str, Any]] = [
     *QUESTION,
     {
         "role": "assistant",

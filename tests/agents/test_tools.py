@@ -87,7 +87,7 @@ def test_bad_registrations_are_refused() -> None:
         return x
 
     with pytest.raises(TypeError, match="async"):
-        tools.tool(not_async)  # type: ignore[arg-type]
+        tools.tool(not_async)  # type: ignore[arg-type]  # deliberately not async
 
     async def spaced() -> None:
         return None

@@ -4,6 +4,7 @@ the store's capacity refusals are 429 with Retry-After."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -95,7 +96,7 @@ async def test_a_body_over_the_limit_is_413_by_length_or_by_counting(
     )
     assert "at most" in _one_line_problem(declared, 413)
 
-    async def chunks():  # type: ignore[no-untyped-def]
+    async def chunks() -> AsyncIterator[bytes]:
         for i in range(0, len(big), 65536):
             yield big[i : i + 65536]
 

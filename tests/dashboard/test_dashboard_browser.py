@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ async def test_operator_watches_answers_and_cancels_in_the_browser(
         await page.wait_for_url(f"{base}/dashboard/")
         await expect(page.locator("#queue-depth")).to_be_visible()
         for turn in warm_turns:
-            await wait_until(lambda t=turn: _finished(pool, t), what="the warm-up finished")
+            await wait_until(partial(_finished, pool, turn), what="the warm-up finished")
         await expect(page.locator("svg.chart polyline")).to_be_visible()  # refreshed in place
         await expect(page.locator("#slots")).to_contain_text("/ 4")
         await _shot(page, "overview", tmp_path)

@@ -18,6 +18,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -169,7 +170,7 @@ async def test_migrate_then_burst_stop_kill_and_recover_in_containers(
     a, a_port = deployment.start_worker("ctr-a")
     b, b_port = deployment.start_worker("ctr-b")
     for port in (a_port, b_port):
-        await wait_until(lambda port=port: _health(port, "/readyz"), what="workers ready")
+        await wait_until(partial(_health, port, "/readyz"), what="workers ready")
     # The image's HEALTHCHECK command, run where Docker runs it.
     assert engine.docker("exec", a, *_healthcheck_command(), check=False).returncode == 0
 

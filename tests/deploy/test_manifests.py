@@ -97,7 +97,7 @@ def _database_key(name: str) -> str:
 
 
 def _secret_user(key: str) -> str:
-    url = MANIFESTS["Secret/stint-database"]["stringData"][key]
+    url: str = MANIFESTS["Secret/stint-database"]["stringData"][key]
     user = urlsplit(url).username
     assert user, f"the Secret's {key} names no user"
     return user

@@ -86,7 +86,9 @@ async def _session_finished(pool: Pool, sid: UUID) -> bool:
         "WHERE session_id = %s",
         sid,
     )
-    return rows[0][0] == 0 and rows[0][1] > 0
+    unfinished: int = rows[0][0]
+    total: int = rows[0][1]
+    return unfinished == 0 and total > 0
 
 
 async def _exit_code(worker: WorkerProc, *, what: str, within: float = 30) -> int:

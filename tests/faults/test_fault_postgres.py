@@ -724,14 +724,18 @@ class ScriptedEvents(ClientStore):
         self.script = script
         self.calls = 0
 
-    async def events_after(self, *, session_id: UUID, after: int, limit: int = 500) -> list[Event]:
+    async def events_after(
+        self, *, session_id: UUID, after: int, limit: int = 500, tenant: str | None = None
+    ) -> list[Event]:
         action = self.script[self.calls] if self.calls < len(self.script) else "real"
         self.calls += 1
         if action == "empty":
             return []
         if action == "fail":
             raise ConnectionFailed("injected: connection lost between two batches")
-        return await super().events_after(session_id=session_id, after=after, limit=limit)
+        return await super().events_after(
+            session_id=session_id, after=after, limit=limit, tenant=tenant
+        )
 
 
 @pytest.mark.parametrize(

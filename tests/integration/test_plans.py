@@ -45,7 +45,7 @@ async def crowded(pool: Pool) -> Pool:
 
 async def _run(pool: Pool, statement: str) -> None:
     async with pool.connection() as conn:
-        await conn.execute(statement)  # type: ignore[arg-type]
+        await conn.execute(statement)
 
 
 def _scans(nodes: list[PlanNode], relation: str) -> set[str]:

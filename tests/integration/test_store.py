@@ -98,7 +98,7 @@ async def test_a_value_postgres_cannot_hold_is_invalid_input(
     """Not a lost connection (which callers retry) nor a server fault: bad input."""
     with pytest.raises(InvalidInput) as caught, translated("bad value"):
         async with pool.connection() as conn:
-            await conn.execute(statement, [value])  # type: ignore[call-overload]
+            await conn.execute(statement, [value])
     assert "bad value" in str(caught.value)
 
 

@@ -11,10 +11,10 @@ from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI
 from stint.store.errors import IdempotencyConflict, LeaseLost, QueueFull, UnknownSession
-from stint.store.models import EnqueueResult, Work
+from stint.store.models import Claim, EnqueueResult, FinishResult, Work
 from stint.store.pool import Pool, open_pool
 from stint.store.runtime import RuntimeStore
-from stint.store.vocabulary import AdmissionLimit, EventKind, TurnStatus
+from stint.store.vocabulary import AdmissionLimit, EventKind, StepKind, TurnStatus
 from tests.integration.claims import claim_one
 from tests.polling import wait_until
 from tests.workers import count_rows, set_limits
@@ -122,17 +122,21 @@ async def test_stale_owner_is_fenced_and_writes_nothing(
     assert retry.turn is not None and (retry.turn.turn_id, retry.turn.attempts) == (turn.turn_id, 2)
     events_before = await count_rows(pool, "events")
     with pytest.raises(LeaseLost):
-        await runtime.events_append(old, turn_id=turn.turn_id, events=[("message", {"x": 1})])
+        await runtime.events_append(
+            old, turn_id=turn.turn_id, events=[(EventKind.MESSAGE, {"x": 1})]
+        )
     with pytest.raises(LeaseLost):
-        await runtime.steps_start(old, turn_id=turn.turn_id, step_key="s", kind="tool", digest="d")
+        await runtime.steps_start(
+            old, turn_id=turn.turn_id, step_key="s", kind=StepKind.TOOL, digest="d"
+        )
     with pytest.raises(LeaseLost):
         await runtime.turns_finish(
             old,
             turn_id=turn.turn_id,
-            status="succeeded",
+            status=TurnStatus.SUCCEEDED,
             output={},
             error=None,
-            events=[("turn.completed", {})],
+            events=[(EventKind.TURN_COMPLETED, {})],
             release=False,
         )
     with pytest.raises(LeaseLost):
@@ -149,7 +153,9 @@ async def test_events_are_contiguous_under_concurrent_appends(
     claim, turn = await claim_one(runtime, "a")
     await asyncio.gather(
         *(
-            runtime.events_append(claim, turn_id=turn.turn_id, events=[("message", {"i": i})] * 3)
+            runtime.events_append(
+                claim, turn_id=turn.turn_id, events=[(EventKind.MESSAGE, {"i": i})] * 3
+            )
             for i in range(20)
         )
     )
@@ -173,17 +179,20 @@ async def _kinds(client: ClientStore, session_id: uuid.UUID) -> list[str]:
     return [e.kind for e in await client.events_after(session_id=session_id, after=0)]
 
 
-def _finish_args(turn_id: uuid.UUID, *, release: bool, claim_next: bool) -> dict[str, object]:
-    return {
-        "turn_id": turn_id,
-        "status": TurnStatus.SUCCEEDED,
-        "output": {"ok": True},
-        "error": None,
-        "events": [(EventKind.TURN_COMPLETED, {})],
-        "release": release,
-        "claim_next": claim_next,
-        "lease_seconds": 30,
-    }
+async def _finish(
+    runtime: RuntimeStore, claim: Claim, turn_id: uuid.UUID, *, release: bool, claim_next: bool
+) -> FinishResult:
+    return await runtime.turns_finish(
+        claim,
+        turn_id=turn_id,
+        status=TurnStatus.SUCCEEDED,
+        output={"ok": True},
+        error=None,
+        events=[(EventKind.TURN_COMPLETED, {})],
+        release=release,
+        claim_next=claim_next,
+        lease_seconds=30,
+    )
 
 
 async def test_finishing_starts_the_same_sessions_next_turn(
@@ -194,9 +203,7 @@ async def test_finishing_starts_the_same_sessions_next_turn(
         session_id=first.session_id, idempotency_key="2", turn_input={"n": 2}
     )
     claim, turn = await claim_one(runtime, "a")
-    done = await runtime.turns_finish(
-        claim, **_finish_args(turn.turn_id, release=False, claim_next=True)
-    )
+    done = await _finish(runtime, claim, turn.turn_id, release=False, claim_next=True)
     assert done.still_held and done.queued_turns == 1
     assert done.next is not None and done.next.claim == claim
     assert done.next.turn is not None and done.next.turn.turn_id == second.turn_id
@@ -216,9 +223,7 @@ async def test_finishing_and_yielding_claims_the_oldest_other_session(
     other = await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     claim, turn = await claim_one(runtime, "a")
     assert claim.session_id == mine.session_id
-    done = await runtime.turns_finish(
-        claim, **_finish_args(turn.turn_id, release=True, claim_next=True)
-    )
+    done = await _finish(runtime, claim, turn.turn_id, release=True, claim_next=True)
     assert not done.still_held and done.queued_turns == 1
     assert done.next is not None and done.next.claim.session_id == other.session_id
     assert done.next.turn is not None and done.next.turn.turn_id == other.turn_id
@@ -233,9 +238,7 @@ async def test_finishing_with_nothing_left_releases_the_session(
 ) -> None:
     await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     claim, turn = await claim_one(runtime, "a")
-    done = await runtime.turns_finish(
-        claim, **_finish_args(turn.turn_id, release=False, claim_next=True)
-    )
+    done = await _finish(runtime, claim, turn.turn_id, release=False, claim_next=True)
     assert (done.still_held, done.queued_turns, done.next) == (False, 0, None)
     assert await runtime.leases_renew(owner="a", pid=1, claims=[claim], lease_seconds=30) == {}
 
@@ -244,9 +247,7 @@ async def test_a_draining_finish_claims_nothing(client: ClientStore, runtime: Ru
     await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     waiting = await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     claim, turn = await claim_one(runtime, "a")
-    done = await runtime.turns_finish(
-        claim, **_finish_args(turn.turn_id, release=True, claim_next=False)
-    )
+    done = await _finish(runtime, claim, turn.turn_id, release=True, claim_next=False)
     assert done.next is None
     [later] = await runtime.turns_claim(owner="b", pins=[], limit=5, lease_seconds=30)
     assert later.claim.session_id == waiting.session_id

@@ -8,8 +8,9 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 import psycopg
@@ -31,7 +32,11 @@ def _have_binaries() -> bool:
 
 pytestmark = pytest.mark.skipif(not _have_binaries(), reason="no PostgreSQL server binaries")
 
-NewCluster = Callable[..., ThrowawayCluster]
+
+class NewCluster(Protocol):
+    """The ``new_cluster`` fixture: ``ThrowawayTemplate.new_cluster``, destroyed at teardown."""
+
+    def __call__(self, *, cgroup_procs: Sequence[Path] = ()) -> ThrowawayCluster: ...
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +54,8 @@ def new_cluster(template: ThrowawayTemplate) -> Iterator[NewCluster]:
     """Start clusters from the template; every one is destroyed at teardown."""
     made: list[ThrowawayCluster] = []
 
-    def make(**kwargs: object) -> ThrowawayCluster:
-        cluster = template.new_cluster(**kwargs)  # type: ignore[arg-type]
+    def make(*, cgroup_procs: Sequence[Path] = ()) -> ThrowawayCluster:
+        cluster = template.new_cluster(cgroup_procs=cgroup_procs)
         made.append(cluster)
         return cluster
 

@@ -5,7 +5,9 @@ queued turns, steps and a write log. Every write checks the fence like the
 real statements do and raises ``LeaseLost`` when it fails, so the services
 can be driven through lease loss, controls and drains without a database.
 The SQL itself is tested against real PostgreSQL elsewhere; nothing here
-tries to imitate it beyond the fence.
+tries to imitate it beyond the fence. Conversation memory and provider quotas
+are not kept: those stores are tested against PostgreSQL, and the services never
+touch them (only a harness does, through its ``TurnContext``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart, Work
+from stint.store.quotas import QuotaStore
 from stint.store.runtime import EventSpec
 from stint.store.vocabulary import (
     ControlAction,
@@ -28,6 +32,9 @@ from stint.store.vocabulary import (
     TurnStatus,
     WorkerState,
 )
+
+if TYPE_CHECKING:
+    from stint.worker.ports import WorkerStore
 
 
 @dataclass
@@ -91,6 +98,18 @@ class FakeWorkerStore:
 
     # -- the WorkerStore protocol --------------------------------------------
 
+    @property
+    def conversation(self) -> ConversationStore:
+        raise NotImplementedError(
+            "the fake store keeps no conversation: use the real store on the test database"
+        )
+
+    @property
+    def quotas(self) -> QuotaStore:
+        raise NotImplementedError(
+            "the fake store keeps no quota books: use the real store on the test database"
+        )
+
     def _fenced(self, claim: Claim) -> FakeSession:
         session = self.sessions[claim.session_id]
         if session.owner != claim.owner or session.epoch != claim.epoch:
@@ -126,7 +145,7 @@ class FakeWorkerStore:
         return None
 
     def _claim(self, owner: str, limit: int, *, but: UUID | None = None) -> list[Work]:
-        works = []
+        works: list[Work] = []
         for session in self.sessions.values():
             if len(works) == limit:
                 break
@@ -269,6 +288,12 @@ class FakeWorkerStore:
         self._release(session)
         self.released.append((claim.session_id, turn_id, reason))
         return requeued
+
+
+if TYPE_CHECKING:
+    # mypy checks the fake against the Protocol, member by member and signature by
+    # signature, even where no test passes it to a service.
+    _conforms: WorkerStore = FakeWorkerStore()
 
 
 class FakeNotifications:

@@ -349,10 +349,18 @@ def test_a_turn_started_as_another_finished_does_not_overlap_it() -> None:
     """One statement finishes a turn and starts the slot's next at one instant."""
     from stint.loadtest.figures import max_concurrent_turns
     from stint.store.models import TurnTiming
+    from stint.store.vocabulary import TurnStatus
 
     def timing(start: float, finish: float) -> TurnTiming:
         return TurnTiming(
-            start - 0.5, start, finish, finish - start + 0.5, 0.1, finish - start, "succeeded", 1
+            start - 0.5,
+            start,
+            finish,
+            finish - start + 0.5,
+            0.1,
+            finish - start,
+            TurnStatus.SUCCEEDED,
+            1,
         )
 
     instant = 1764585633.206972

@@ -14,6 +14,7 @@ from uuid import UUID
 
 import pytest
 
+from stint.store.models import Claim, StepRecord
 from stint.store.vocabulary import ControlAction, TurnStatus, WorkerState
 from stint.worker.claimer import Claimer
 from stint.worker.context import Deferred, TurnContext
@@ -332,7 +333,7 @@ class _SlowStepReads(FakeWorkerStore):
         self.reading = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def steps_for_turn(self, claim: Any, turn_id: UUID) -> Any:
+    async def steps_for_turn(self, claim: Claim, turn_id: UUID) -> dict[str, StepRecord]:
         self.reading.set()
         await self.release.wait()
         return await super().steps_for_turn(claim, turn_id)

@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml constraints.txt
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/stint demo
+	$(BIN)/stint-lab demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -44,7 +44,7 @@ sql-reference: $(STAMP)
 	$(BIN)/python -m stint.store.queries --write docs/reference/sql
 
 bench: $(STAMP)
-	$(BIN)/python -m stint.loadtest.bench
+	$(BIN)/python -m stint.lab.bench
 
 load: $(STAMP)
 	$(BIN)/pytest loadtest --run-load -k "not soak and not scale and not ladder and not quota"

@@ -1,2 +1,2 @@
 """``pytest loadtest --run-load``: the matrix, smoke and soak scenarios (the
-library they drive is ``stint.loadtest``)."""
+library they drive is ``stint.lab``)."""

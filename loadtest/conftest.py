@@ -19,9 +19,9 @@ from _pytest.config.argparsing import Parser
 from _pytest.nodes import Item
 from _pytest.terminal import TerminalReporter
 
-from stint.loadtest.interrupt import sigterm_as_interrupt
-from stint.loadtest.model import HARNESSES, CaseSpec
-from stint.loadtest.session import LoadSession
+from stint.lab.interrupt import sigterm_as_interrupt
+from stint.lab.load_run import LoadSession
+from stint.lab.model import HARNESSES, CaseSpec
 
 NOT_RUN = "load matrix: not run (pass --run-load)"
 SUMMARY_ATTR = "_stint_load_summary"

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import uvloop
 
-from stint.loadtest.api_case import ApiCaseSpec, run_api_case
-from stint.loadtest.api_report import write_api_report
-from stint.loadtest.backends import LoadBackends
+from stint.lab.api_case import ApiCaseSpec, run_api_case
+from stint.lab.api_report import write_api_report
+from stint.lab.backends import LoadBackends
 
 pytestmark = pytest.mark.load
 

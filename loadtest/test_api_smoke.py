@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stint.loadtest.api_case import ApiCaseSpec, run_api_case
-from stint.loadtest.api_report import write_api_report
-from stint.loadtest.backends import LoadBackends
+from stint.lab.api_case import ApiCaseSpec, run_api_case
+from stint.lab.api_report import write_api_report
+from stint.lab.backends import LoadBackends
 
 
 async def test_a_tiny_api_case_runs_passes_its_checks_and_reports(tmp_path: Path) -> None:

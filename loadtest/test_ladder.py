@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from stint.loadtest.backends import LoadBackends
-from stint.loadtest.ladder import Rung, marginal, write_ladder
-from stint.loadtest.model import CaseSpec
-from stint.loadtest.runner import run_case
+from stint.lab.backends import LoadBackends
+from stint.lab.ladder import Rung, marginal, write_ladder
+from stint.lab.model import CaseSpec
+from stint.lab.runner import run_case
 
 pytestmark = pytest.mark.load
 

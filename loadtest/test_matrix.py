@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from stint.loadtest.model import CaseSpec
-from stint.loadtest.session import LoadSession
+from stint.lab.load_run import LoadSession
+from stint.lab.model import CaseSpec
 
 pytestmark = pytest.mark.load
 

@@ -1,5 +1,5 @@
 """The quota soak (``pytest loadtest --run-load -k quota``): 100,000 turns through
-provider quotas with a fast fake provider; figures into docs/quotas.md.
+provider quotas with a fast fake provider; figures into docs/load/quotas.md.
 STINT_QUOTA_TURNS resizes it (the report says how many ran)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from stint.loadtest.backends import LoadBackends
-from stint.loadtest.environment import environment
-from stint.loadtest.quota import QuotaPlan, QuotaSoak
-from stint.loadtest.quota_report import write_quotas
+from stint.lab.backends import LoadBackends
+from stint.lab.environment import environment
+from stint.lab.quota_report import write_quotas
+from stint.lab.quota_soak import QuotaPlan, QuotaSoak
 from stint.ops.checks import run_checks
 from stint.store.config import ROLE_CLI
 from stint.store.pool import open_pool
@@ -24,7 +24,7 @@ from stint.store.quotas import QuotaStore
 
 pytestmark = pytest.mark.load
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "load"
 
 
 async def test_quota_soak_keeps_exact_books_under_binding_limits(

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from stint.loadtest.backends import LoadBackends
-from stint.loadtest.scale import ScaleDriver, ScalePlan
-from stint.loadtest.scale_report import write_scale
+from stint.lab.backends import LoadBackends
+from stint.lab.scale import ScaleDriver, ScalePlan
+from stint.lab.scale_report import write_scale
 from stint.ops.checks import run_checks
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI
 from stint.store.pool import open_pool
 from stint.store.probe import ProbeStore
-from stint.store.runtime import RuntimeStore
+from stint.store.worker_store import SqlWorkerStore
 
 pytestmark = pytest.mark.load
 
@@ -56,7 +56,7 @@ async def test_scale_soak_keeps_the_hot_path_flat_as_history_grows(
             plan,
             client=ClientStore(config, pool),
             probe=probe,
-            runtime=RuntimeStore(config, pool, concurrency=1),
+            runtime=SqlWorkerStore(config, pool, concurrency=1),
             env={
                 "STINT_DATABASE_URL": config.conninfo,
                 "STINT_SCHEMA": config.schema,

@@ -6,11 +6,11 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from stint.loadtest.backends import LoadBackends
-from stint.loadtest.environment import environment
-from stint.loadtest.model import CaseSpec
-from stint.loadtest.report import write_matrix
-from stint.loadtest.runner import run_case
+from stint.lab.backends import LoadBackends
+from stint.lab.environment import environment
+from stint.lab.model import CaseSpec
+from stint.lab.report import write_matrix
+from stint.lab.runner import run_case
 
 
 async def test_a_tiny_case_runs_passes_its_checks_and_reports(tmp_path: Path) -> None:

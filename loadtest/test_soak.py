@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from stint.loadtest.reliability import write_reliability
-from stint.loadtest.soak import Soak, SoakPlan
-from stint.ops.processes import stop_workers
+from stint.lab.processes import stop_workers
+from stint.lab.reliability import write_reliability
+from stint.lab.soak import Soak, SoakPlan
 from stint.postgres.scratch import ScratchDatabases
 from stint.postgres.throwaway import ThrowawayTemplate
 from stint.store.client import ClientStore

@@ -18,7 +18,7 @@ import uvloop
 from _pytest.config import Config
 from _pytest.nodes import Item
 
-from stint.loadtest.interrupt import sigterm_as_interrupt
+from stint.lab.interrupt import sigterm_as_interrupt
 from stint.postgres.scratch import ScratchDatabases, ScratchSchemas, ScratchTarget
 from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
 from stint.store.config import ROLE_CLI, StoreConfig

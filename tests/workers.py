@@ -14,7 +14,7 @@ from uuid import UUID
 
 from psycopg import sql as psql
 
-from stint.ops.processes import spawn_worker
+from stint.lab.processes import spawn_worker
 from stint.postgres.scratch import ScratchTarget
 from stint.store.admission import AdmissionStore
 from stint.store.config import StoreConfig

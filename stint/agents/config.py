@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from stint.agents.errors import AgentConfigError
-from stint.agents.quota import QuotaConfig
+from stint.agents.quota_gate import QuotaConfig
 from stint.config.settings import Settings
 
 __all__ = ["AgentConfig", "ModelConfig", "StreamConfig"]

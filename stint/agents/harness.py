@@ -21,7 +21,7 @@ from stint.agents.config import AgentConfig
 from stint.agents.errors import AgentConfigError, AgentError, ToolArgumentsError, TooManyIterations
 from stint.agents.memory import History, trim_window
 from stint.agents.provider import ChatProvider, Retry
-from stint.agents.quota import QuotaGate, estimate_tokens
+from stint.agents.quota_gate import QuotaGate, estimate_tokens
 from stint.agents.stream import DeltaCoalescer
 from stint.agents.tools import ToolRegistry, tool_result_text
 from stint.config.settings import Settings

@@ -23,7 +23,7 @@ from typing import Any
 
 from stint.agents.config import ModelConfig
 from stint.agents.errors import AgentConfigError, ProviderError, ProviderUnavailable
-from stint.agents.quota import QuotaGate, reported_tokens
+from stint.agents.quota_gate import QuotaGate, reported_tokens
 from stint.agents.retry import RetryPolicy, is_retryable_status, retry_after_seconds
 from stint.worker.telemetry import model_span, record_usage
 
@@ -119,7 +119,7 @@ class ChatProvider:
         quota: QuotaGate | None = None,
     ) -> dict[str, Any]:
         """The assistant message with its usage and the retries it took; with
-        ``quota``, each try first reserves its request (see ``stint.agents.quota``)."""
+        ``quota``, each try first reserves its request (see ``stint.agents.quota_gate``)."""
         with model_span(self._config.model) as current:
             attempt = 1
             while True:

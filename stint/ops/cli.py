@@ -1,5 +1,6 @@
 """``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
-status, check, size, demo, embedded, keys, quota, admission, api).
+status, check, size, embedded, keys, quota, admission, api; the demo is
+``stint-lab demo``).
 
 Exit codes, the same for every command: 0 done; 1 a failure (the database, a
 failed check); 2 bad input or configuration (one line on stderr, nothing
@@ -45,7 +46,7 @@ from stint.ops.inputs import (
     parse_seconds,
     read_text,
 )
-from stint.ops.quota import add_quota_parser
+from stint.ops.quota_cli import add_quota_parser
 from stint.ops.show import session_json, turn_of_session_json
 from stint.ops.sizing import measured_profile, render_sizing, size
 from stint.ops.status import render_status
@@ -297,20 +298,6 @@ async def cmd_admission(settings: Settings, args: argparse.Namespace) -> int:
         await pool.close()
 
 
-async def cmd_demo(settings: Settings, args: argparse.Namespace) -> int:
-    if args.agent:
-        from stint.ops.demo_agent import run_agent_demo
-
-        agent_code: int = await run_agent_demo(settings)
-        return agent_code
-    from stint.ops.demo import run_demo
-
-    code: int = await run_demo(
-        settings, workers=args.workers, slots=args.slots, sessions=args.sessions
-    )
-    return code
-
-
 async def cmd_check(settings: Settings, args: argparse.Namespace) -> int:
     config = resolve_store_config(settings)
     journals = workspace_dir(settings) / "journals"
@@ -526,18 +513,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(run=cmd_status)
-
-    p = sub.add_parser("demo", help="run 2 workers x 4 slots on 24 sessions and print a summary")
-    p.add_argument("--workers", type=int, default=2, metavar="W", help="worker processes (2)")
-    p.add_argument("--slots", type=int, default=4, metavar="S", help="slots per worker (4)")
-    p.add_argument("--sessions", type=int, default=24, metavar="N", help="sessions (24)")
-    p.add_argument(
-        "--agent",
-        action="store_true",
-        help="instead: a streamed tool-calling conversation with stint.agents:chat against a "
-        "fake OpenAI-compatible provider started by the demo (no API key needed)",
-    )
-    p.set_defaults(run=cmd_demo)
 
     p = sub.add_parser(
         "check",

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from stint.ops.quota import quota_json
+from stint.ops.quota_cli import quota_json
 from stint.store.models import StatusSummary
 
 __all__ = ["render_status", "status_json"]

@@ -19,7 +19,7 @@ from stint.store.backoff import Backoff
 from stint.store.errors import StoreError
 from stint.store.models import TurnStart
 from stint.worker.failpoints import failpoint
-from stint.worker.ports import WorkerStore
+from stint.worker.protocols import WorkerStore
 from stint.worker.service import Service, Wakeup
 from stint.worker.slots import Held, Slots
 from stint.worker.telemetry import (

@@ -21,7 +21,7 @@ from stint.store.models import Claim, StepRecord
 from stint.store.quotas import Grant
 from stint.store.vocabulary import EventKind, StepKind, StepStatus
 from stint.worker.failpoints import failpoint
-from stint.worker.ports import WorkerStore
+from stint.worker.protocols import WorkerStore
 from stint.worker.telemetry import SPAN_STEP, record_unknown_effect, span
 from stint.worker.tools import Reconciled, Tool, ToolCall, Verdict
 

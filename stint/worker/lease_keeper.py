@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from stint.store.errors import StoreError
 from stint.worker.health import HealthState
-from stint.worker.ports import WorkerStore
+from stint.worker.protocols import WorkerStore
 from stint.worker.service import Service, Wakeup
 from stint.worker.slots import Slots
 from stint.worker.telemetry import record_lease_lost, record_renewal

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from stint.store.backoff import Backoff
 from stint.store.errors import StoreError
-from stint.worker.ports import NotificationSource
+from stint.worker.protocols import NotificationSource
 from stint.worker.service import Service, Wakeup
 from stint.worker.slots import Slots
 

@@ -24,8 +24,8 @@ from stint.store.listen import Listener
 from stint.store.migrate import check_schema, migrate
 from stint.store.models import QuotaScope
 from stint.store.pool import open_pool, ping, wait_for_database
-from stint.store.runtime import RuntimeStore
 from stint.store.stats import StatsStore
+from stint.store.worker_store import SqlWorkerStore
 from stint.telemetry.tracing import TracingUnavailable
 from stint.worker.failpoints import configure as configure_failpoints
 from stint.worker.harness import HarnessLoadError, load_harness
@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 @asynccontextmanager
-async def _runtime_store(settings: Settings, config: StoreConfig) -> AsyncIterator[RuntimeStore]:
+async def _runtime_store(settings: Settings, config: StoreConfig) -> AsyncIterator[SqlWorkerStore]:
     """The worker's store over one small pool, opened in full at start so the first
     turns do not wait for connections; whatever the slot count, the worker holds
     ``pool_size`` connections plus the listener's. Batches of slot writes may use
@@ -99,7 +99,7 @@ async def _runtime_store(settings: Settings, config: StoreConfig) -> AsyncIterat
     queue behind slot writes (a renewal late by a lease fences the worker)."""
     size = settings.pool_size
     pool = await open_pool(config, ROLE_WORKER, min_size=size, max_size=size)
-    store = RuntimeStore(config, pool, concurrency=max(1, size - 1))
+    store = SqlWorkerStore(config, pool, concurrency=max(1, size - 1))
     try:
         yield store
     finally:
@@ -108,7 +108,7 @@ async def _runtime_store(settings: Settings, config: StoreConfig) -> AsyncIterat
 
 
 def _chores(
-    settings: Settings, store: RuntimeStore, journals: EffectJournal, identity: Identity
+    settings: Settings, store: SqlWorkerStore, journals: EffectJournal, identity: Identity
 ) -> list[ChoreFactory]:
     """Retention on a schedule, unless STINT_PRUNE_INTERVAL is 0."""
     if not settings.prune_interval:
@@ -221,7 +221,7 @@ async def _run_worker(
 
 
 def _metrics(
-    settings: Settings, supervisor: Supervisor, store: RuntimeStore, version: str
+    settings: Settings, supervisor: Supervisor, store: SqlWorkerStore, version: str
 ) -> Exposition | None:
     """The worker's /metrics, when it serves a health port and metrics are on;
     otherwise prometheus_client is never imported."""

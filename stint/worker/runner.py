@@ -27,7 +27,7 @@ from stint.store.vocabulary import EventKind, TurnStatus
 from stint.worker.context import Deferred, Parked, TurnContext
 from stint.worker.failpoints import failpoint
 from stint.worker.harness import Harness
-from stint.worker.ports import WorkerStore
+from stint.worker.protocols import WorkerStore
 from stint.worker.slots import Held
 from stint.worker.telemetry import (
     SPAN_TURN,

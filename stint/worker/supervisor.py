@@ -35,7 +35,7 @@ from stint.worker.harness import Harness
 from stint.worker.health import HealthState
 from stint.worker.lease_keeper import LeaseKeeper
 from stint.worker.listener import Listener
-from stint.worker.ports import NotificationSource, WorkerStore
+from stint.worker.protocols import NotificationSource, WorkerStore
 from stint.worker.runner import Limits, SessionRunner
 from stint.worker.sampler import Sampler, SampleSource
 from stint.worker.service import Service, Wakeup

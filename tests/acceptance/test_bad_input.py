@@ -29,7 +29,7 @@ from stint.ops import cli
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.pool import Pool
-from stint.store.runtime import RuntimeStore
+from stint.store.worker_store import SqlWorkerStore
 from tests.integration.claims import claim_one
 from tests.workers import Cluster
 
@@ -144,7 +144,7 @@ class Question:
 async def question(db: ScratchTarget, pool: Pool) -> Question:
     """A turn parked on a question, through the worker's own store calls."""
     client = ClientStore(db.config, pool)
-    runtime = RuntimeStore(db.config, pool, concurrency=1)
+    runtime = SqlWorkerStore(db.config, pool, concurrency=1)
     queued = await client.turns_enqueue(session_id=None, idempotency_key="q", turn_input={})
     claim, turn = await claim_one(runtime, "w")
     step_key = "ask-property"

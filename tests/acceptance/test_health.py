@@ -14,7 +14,7 @@ from typing import Any
 import pytest_asyncio
 from psycopg.conninfo import conninfo_to_dict
 
-from stint.loadtest.proxy import FaultProxy
+from stint.lab.proxy import FaultProxy
 from stint.postgres.pgbin import make_conninfo
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore

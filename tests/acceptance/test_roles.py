@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from stint.ops.processes import spawn_api, spawn_worker
+from stint.lab.processes import spawn_api, spawn_worker
 from stint.store.migrate import migration_files
 from tests.passwords import Login, PasswordDatabase
 from tests.polling import wait_until

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from stint.ops.processes import spawn_worker
+from stint.lab.processes import spawn_worker
 from stint.postgres.throwaway import ThrowawayCluster
 from tests.passwords import PasswordDatabase
 from tests.polling import wait_until

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from stint.agents.fake_provider import FakeProvider
-from stint.agents.fake_script import DEMO_SCRIPT
+from stint.lab.fake_provider import FakeProvider
+from stint.lab.fake_script import DEMO_SCRIPT
 
 API_KEY = "sk-test-4c1d2e3f4a5b6c7d8e9f"
 

@@ -15,7 +15,7 @@ from uuid import UUID
 
 import pytest
 
-from stint.agents.fake_provider import FakeProvider
+from stint.lab.fake_provider import FakeProvider
 from stint.ops.checks import run_checks
 from stint.store.pool import Pool
 from tests.agents.conftest import API_KEY

@@ -1,4 +1,4 @@
-"""``stint demo --agent`` end to end: fake provider, a real worker, a streamed conversation."""
+"""``stint-lab demo --agent`` end to end: fake provider, a real worker, a streamed conversation."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ async def test_the_agent_demo_converses_with_tools_and_passes_its_checks(
     db: ScratchTarget, tmp_path: Path
 ) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "stint.ops.cli", "demo", "--agent"],
+        [sys.executable, "-m", "stint.lab.cli", "demo", "--agent"],
         env={
             **os.environ,
             "STINT_DATABASE_URL": db.conninfo,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from stint.loadtest.model import CaseSpec
-from stint.loadtest.report import build_matrix, render_markdown
+from stint.lab.model import CaseSpec
+from stint.lab.report import build_matrix, render_markdown
 from tests.unit.test_report import BACKEND, COMMAND, ENVIRONMENT, _case, _cases, _samples
 
 _X = "\N{MULTIPLICATION SIGN}"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stint.loadtest.backends import LoadBackends
-from stint.loadtest.model import CaseSpec
-from stint.loadtest.runner import run_case
+from stint.lab.backends import LoadBackends
+from stint.lab.model import CaseSpec
+from stint.lab.runner import run_case
 
 
 async def test_a_tiny_agents_case_runs_and_passes_its_checks(tmp_path: Path) -> None:

@@ -17,17 +17,17 @@ from pydantic import SecretStr
 from stint.agents.config import AgentConfig, ModelConfig, StreamConfig
 from stint.agents.demo_tools import TOOLS
 from stint.agents.errors import TooManyIterations
-from stint.agents.fake_provider import FakeProvider
-from stint.agents.fake_script import FakeCall, FakeRule, FakeScript
 from stint.agents.harness import ChatHarness
 from stint.agents.provider import ChatProvider
+from stint.lab.fake_provider import FakeProvider
+from stint.lab.fake_script import FakeCall, FakeRule, FakeScript
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.controls import ControlStore
 from stint.store.models import Claim, TurnStart
 from stint.store.pool import Pool
-from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import EventKind, TurnStatus
+from stint.store.worker_store import SqlWorkerStore
 from stint.worker.context import Parked, TurnContext
 from stint.worker.journal import EffectJournal
 from tests.agents.conftest import API_KEY
@@ -59,7 +59,7 @@ class Driver:
 
     def __init__(self, db: ScratchTarget, pool: Pool, harness: ChatHarness) -> None:
         self.client = ClientStore(db.config, pool)
-        self.runtime = RuntimeStore(db.config, pool, concurrency=2)
+        self.runtime = SqlWorkerStore(db.config, pool, concurrency=2)
         self.harness = harness
         self.session: UUID | None = None
 

@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from stint.agents.fake_provider import FakeProvider
+from stint.lab.fake_provider import FakeProvider
 from stint.store.pool import Pool
 from tests.agents.conftest import API_KEY
 from tests.polling import wait_until

@@ -15,8 +15,8 @@ from pydantic import SecretStr
 
 from stint.agents.config import ModelConfig
 from stint.agents.errors import ProviderError, ProviderUnavailable
-from stint.agents.fake_provider import FakeProvider
 from stint.agents.provider import ChatProvider, Retry
+from stint.lab.fake_provider import FakeProvider
 from tests.agents.conftest import API_KEY
 
 QUESTION: list[dict[str, Any]] = [{"role": "user", "content": "What is 19 + 23?"}]

@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from stint.agents.quota import (
+from stint.agents.quota_gate import (
     QuotaConfig,
     QuotaGate,
     QuotaScopeMissing,

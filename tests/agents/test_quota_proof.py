@@ -21,8 +21,8 @@ from uuid import UUID
 
 import pytest
 
-from stint.agents.fake_provider import FakeProvider, RequestRecord
-from stint.agents.fake_script import LOAD_SCRIPT
+from stint.lab.fake_provider import FakeProvider, RequestRecord
+from stint.lab.fake_script import LOAD_SCRIPT
 from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore

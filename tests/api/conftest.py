@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 
-from stint.ops.processes import spawn_api
+from stint.lab.processes import spawn_api
 from stint.postgres.scratch import ScratchTarget
 from stint.store.config import ROLE_CLI
 from stint.store.keys import KeyStore

@@ -15,7 +15,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stint.loadtest.sse import SseError, SseMessage, SseStream
+from stint.lab.sse import SseError, SseMessage, SseStream
 from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
 from tests.api.conftest import ApiServer, Keys, bearer, start_api

@@ -14,7 +14,7 @@ import os
 import pytest
 from _pytest.nodes import Item
 
-from stint.loadtest.container import CONTAINER_IMAGE, container_unavailable
+from stint.lab.container import CONTAINER_IMAGE, container_unavailable
 from tests.deploy import engine
 
 REQUIRE_ENV = "STINT_REQUIRE_DOCKER"

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from stint.loadtest.cgroups import memory_of_process
+from stint.lab.cgroups import memory_of_process
 
 WORKER_IMAGE = os.environ.get("STINT_WORKER_IMAGE", "stint-worker:latest")
 TEST_LABEL = "org.stint.role=test"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from stint.loadtest.backends import POSTGRES_CPUS, POSTGRES_MEMORY_BYTES, URL_ENV, LoadBackends
-from stint.loadtest.model import CaseSpec
-from stint.loadtest.runner import run_case
+from stint.lab.backends import POSTGRES_CPUS, POSTGRES_MEMORY_BYTES, URL_ENV, LoadBackends
+from stint.lab.model import CaseSpec
+from stint.lab.runner import run_case
 
 pytestmark = pytest.mark.docker
 

@@ -26,8 +26,8 @@ from uuid import UUID
 import pytest
 import pytest_asyncio
 
-from stint.loadtest.container import CONTAINER_IMAGE, ContainerServer
-from stint.loadtest.environment import environment
+from stint.lab.container import CONTAINER_IMAGE, ContainerServer
+from stint.lab.environment import environment
 from stint.ops.checks import run_checks
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from psycopg import sql
 
-from stint.loadtest.container import CONTAINER_IMAGE
+from stint.lab.container import CONTAINER_IMAGE
 from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
 from tests.deploy import engine

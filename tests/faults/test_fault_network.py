@@ -23,7 +23,7 @@ import pytest
 import pytest_asyncio
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from stint.loadtest.proxy import FaultProxy
+from stint.lab.proxy import FaultProxy
 from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from stint.store.models import Claim, TurnStart
-from stint.store.runtime import RuntimeStore
+from stint.store.worker_store import SqlWorkerStore
 
 
 async def claim_one(
-    runtime: RuntimeStore, owner: str, *, lease_seconds: float = 30.0
+    runtime: SqlWorkerStore, owner: str, *, lease_seconds: float = 30.0
 ) -> tuple[Claim, TurnStart]:
     """Claim the oldest claimable session and the turn the claim started on it."""
     [work] = await runtime.turns_claim(owner=owner, pins=[], limit=1, lease_seconds=lease_seconds)

@@ -51,7 +51,6 @@ from stint.store.errors import (
 from stint.store.models import Claim, TurnStart, Work
 from stint.store.pool import Pool
 from stint.store.quotas import QuotaLimits, QuotaStore
-from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import (
     AdmissionLimit,
     ControlAction,
@@ -60,6 +59,7 @@ from stint.store.vocabulary import (
     StepStatus,
     TurnStatus,
 )
+from stint.store.worker_store import SqlWorkerStore
 from tests.interleaving import Actor, Interleaver
 from tests.workers import fetch, set_limits
 
@@ -97,7 +97,7 @@ class Reservation:
 class Worker:
     name: str
     actor: Actor
-    store: RuntimeStore
+    store: SqlWorkerStore
     held: dict[UUID, Holding] = field(default_factory=dict)
     lost: list[Claim] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
@@ -153,7 +153,7 @@ class Race:
     async def open(self) -> None:
         for name in ("w1", "w2"):
             actor = await self._interleaver.actor(name)
-            store = RuntimeStore(self._config, actor.pool, concurrency=1)
+            store = SqlWorkerStore(self._config, actor.pool, concurrency=1)
             self.workers.append(Worker(name, actor, store))
         for name in ("c1", "c2"):
             actor = await self._interleaver.actor(name)
@@ -696,7 +696,7 @@ class Race:
         )
         if stuck:
             raise self._fail(f"queued turns nobody can claim: {stuck}")
-        drainer = RuntimeStore(self._db.config, self._observer, concurrency=1)
+        drainer = SqlWorkerStore(self._db.config, self._observer, concurrency=1)
         for _ in range(1000):
             works = await drainer.turns_claim(owner="drain", pins=[], limit=4, lease_seconds=LEASE)
             if not works:

@@ -19,8 +19,8 @@ from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.controls import ControlStore
 from stint.store.pool import Pool
-from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import ControlAction, EventKind, TurnStatus
+from stint.store.worker_store import SqlWorkerStore
 from stint.worker.runner import Limits, SessionRunner
 from stint.worker.slots import Held
 from tests.integration.claims import claim_one
@@ -56,7 +56,7 @@ async def test_a_turn_queued_while_its_predecessor_finishes_is_started_or_claima
     producer = await interleaver.actor("client", pause=lambda name: name == "turns_insert")
     worker = await interleaver.actor("w1", pause=lambda name: False)
     client = ClientStore(db.config, producer.pool)
-    runtime = RuntimeStore(db.config, worker.pool, concurrency=1)
+    runtime = SqlWorkerStore(db.config, worker.pool, concurrency=1)
     first = await client.turns_enqueue(session_id=None, idempotency_key="a", turn_input={})
     claim, turn = await claim_one(runtime, "w1")
 
@@ -90,7 +90,7 @@ async def test_a_turn_queued_while_its_predecessor_finishes_is_started_or_claima
     # Released instead: no lease held, the turn claimable by any worker at once.
     status, owner, queued = await _session_row(pool, first.session_id)
     assert (status, owner, queued, finished.still_held) == ("ready", None, 1, False)
-    other = RuntimeStore(db.config, pool, concurrency=1)
+    other = SqlWorkerStore(db.config, pool, concurrency=1)
     [work] = await other.turns_claim(owner="w2", pins=[], limit=1, lease_seconds=30)
     assert work.turn is not None and work.turn.turn_id == second.turn_id
 
@@ -105,7 +105,7 @@ async def test_a_claim_never_starts_a_turn_cancelled_after_its_snapshot(
     the fix the claim started that cancelled turn."""
     worker = await interleaver.actor("w1", pause=lambda name: False)
     client = ClientStore(db.config, pool)
-    runtime = RuntimeStore(db.config, worker.pool, concurrency=1)
+    runtime = SqlWorkerStore(db.config, worker.pool, concurrency=1)
     mine = await client.turns_enqueue(session_id=None, idempotency_key="a", turn_input={})
     claim, turn = await claim_one(runtime, "w1")
     assert claim.session_id == mine.session_id
@@ -170,7 +170,7 @@ async def test_a_worker_that_fenced_itself_takes_no_lease_through_its_finish(
     the next session anyway, and the slot then stopped without running or
     releasing it: that session waited a lease."""
     client = ClientStore(db.config, pool)
-    runtime = RuntimeStore(db.config, pool, concurrency=1)
+    runtime = SqlWorkerStore(db.config, pool, concurrency=1)
     first = await client.turns_enqueue(session_id=None, idempotency_key="a", turn_input={})
     other = await client.turns_enqueue(session_id=None, idempotency_key="b", turn_input={})
     claim, turn = await claim_one(runtime, "w1")
@@ -201,7 +201,7 @@ async def test_a_claim_that_commits_as_the_worker_fences_itself_is_handed_back(
     """A slot that starts after its worker fenced itself hands its freshly
     claimed session back at once (the turn requeued, a turn.released event)."""
     client = ClientStore(db.config, pool)
-    runtime = RuntimeStore(db.config, pool, concurrency=1)
+    runtime = SqlWorkerStore(db.config, pool, concurrency=1)
     queued = await client.turns_enqueue(session_id=None, idempotency_key="a", turn_input={})
     claim, turn = await claim_one(runtime, "w1")
     runner = SessionRunner(
@@ -249,7 +249,7 @@ async def test_check_reports_a_lease_held_with_no_running_turn(
     db: ScratchTarget, pool: Pool, tmp_path: Any
 ) -> None:
     client = ClientStore(db.config, pool)
-    runtime = RuntimeStore(db.config, pool, concurrency=1)
+    runtime = SqlWorkerStore(db.config, pool, concurrency=1)
     await _register(pool, "w1")
     queued = await client.turns_enqueue(session_id=None, idempotency_key="a", turn_input={})
     claim, _turn = await claim_one(runtime, "w1")
@@ -272,7 +272,7 @@ async def test_check_reports_a_lease_its_live_owner_no_longer_renews(
     db: ScratchTarget, pool: Pool, tmp_path: Any
 ) -> None:
     client = ClientStore(db.config, pool)
-    runtime = RuntimeStore(db.config, pool, concurrency=1)
+    runtime = SqlWorkerStore(db.config, pool, concurrency=1)
     await _register(pool, "w1")
     await client.turns_enqueue(session_id=None, idempotency_key="a", turn_input={})
     claim, _turn = await claim_one(runtime, "w1", lease_seconds=30)

@@ -16,16 +16,16 @@ import psutil
 import psycopg
 import pytest
 
-from stint.loadtest import cgroups
-from stint.loadtest.backends import (
+from stint.lab import cgroups
+from stint.lab.backends import (
     POSTGRES_CPUS,
     POSTGRES_MEMORY_BYTES,
     URL_ENV,
     BackendError,
     LoadBackends,
 )
-from stint.loadtest.cgroups import Cgroup, CgroupError, cgroup_support, memory_of_process
-from stint.loadtest.container import container_unavailable, docker_engine_answers
+from stint.lab.cgroups import Cgroup, CgroupError, cgroup_support, memory_of_process
+from stint.lab.container import container_unavailable, docker_engine_answers
 from stint.postgres.pgbin import find_bindir
 from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
 from stint.store.errors import PostgresBinariesNotFound

@@ -15,8 +15,8 @@ from stint.store.errors import QuotaScopeUnknown
 from stint.store.models import Claim, QuotaScope, TurnStart
 from stint.store.pool import Pool
 from stint.store.quotas import QuotaLimits, QuotaStore
-from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import EventKind, TurnStatus
+from stint.store.worker_store import SqlWorkerStore
 from tests.integration.claims import claim_one
 from tests.interleaving import Interleaver
 from tests.workers import event_kinds, fetch
@@ -27,7 +27,7 @@ class Running:
     """A claimed turn to reserve quota under, and the stores."""
 
     quotas: QuotaStore
-    runtime: RuntimeStore
+    runtime: SqlWorkerStore
     client: ClientStore
     claim: Claim
     turn: TurnStart
@@ -46,7 +46,7 @@ class Running:
 @pytest.fixture
 async def running(db: ScratchTarget, pool: Pool) -> Running:
     client = ClientStore(db.config, pool)
-    runtime = RuntimeStore(db.config, pool, concurrency=2)
+    runtime = SqlWorkerStore(db.config, pool, concurrency=2)
     await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})
     claim, turn = await claim_one(runtime, "w")
     return Running(runtime.quotas, runtime, client, claim, turn)
@@ -234,7 +234,7 @@ async def test_reservers_queued_behind_the_scope_lock_count_each_other(
         reservers = []
         for n in range(3):
             actor = await interleaver.actor(f"w{n}", pause=lambda name: False)
-            reservers.append((actor, RuntimeStore(db.config, actor.pool, concurrency=1).quotas))
+            reservers.append((actor, SqlWorkerStore(db.config, actor.pool, concurrency=1).quotas))
         async with pool.connection() as holder, holder.transaction():
             await holder.execute("SELECT FROM quota_scopes WHERE scope = 'p' FOR UPDATE")
             tasks = [

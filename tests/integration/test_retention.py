@@ -21,8 +21,8 @@ from stint.store.models import Claim, TurnStart
 from stint.store.pool import Pool
 from stint.store.quotas import QuotaLimits
 from stint.store.retention import RetentionStore
-from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, WorkerState
+from stint.store.worker_store import SqlWorkerStore
 from stint.worker.journal import EffectJournal
 from stint.worker.pruner import RetentionPlan, prune
 from tests.integration.claims import claim_one
@@ -44,7 +44,7 @@ class History:
 
     def __init__(self, db: ScratchTarget, pool: Pool, root: Path) -> None:
         self.client = ClientStore(db.config, pool)
-        self.runtime = RuntimeStore(db.config, pool, concurrency=2)
+        self.runtime = SqlWorkerStore(db.config, pool, concurrency=2)
         self.pool = pool
         self.journal = EffectJournal(root)
 
@@ -176,7 +176,7 @@ async def test_only_one_worker_takes_an_interval(db: ScratchTarget, pool: Pool) 
 
 
 async def test_stopped_workers_rows_go(db: ScratchTarget, pool: Pool) -> None:
-    runtime = RuntimeStore(db.config, pool, concurrency=1)
+    runtime = SqlWorkerStore(db.config, pool, concurrency=1)
     for name in ("gone", "kept"):
         await runtime.workers_register(
             worker_id=name, host="h", pid=1, version="v", pins=[], slots=1, lease_seconds=30

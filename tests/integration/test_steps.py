@@ -12,8 +12,8 @@ from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.models import Claim, TurnStart
 from stint.store.pool import Pool
-from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import StepKind
+from stint.store.worker_store import SqlWorkerStore
 from stint.worker.context import (
     NondeterministicReplay,
     TurnContext,
@@ -42,15 +42,15 @@ class CountingTool:
         return Reconciled(self.verdict, {"found": True} if self.verdict is Verdict.DONE else None)
 
 
-async def _turn(db: ScratchTarget, pool: Pool) -> tuple[RuntimeStore, Claim, TurnStart]:
+async def _turn(db: ScratchTarget, pool: Pool) -> tuple[SqlWorkerStore, Claim, TurnStart]:
     client = ClientStore(db.config, pool)
     await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})
-    runtime = RuntimeStore(db.config, pool, concurrency=2)
+    runtime = SqlWorkerStore(db.config, pool, concurrency=2)
     claim, turn = await claim_one(runtime, "w")
     return runtime, claim, turn
 
 
-async def _context(runtime: RuntimeStore, claim: Claim, turn: TurnStart) -> TurnContext:
+async def _context(runtime: SqlWorkerStore, claim: Claim, turn: TurnStart) -> TurnContext:
     """A fresh context for the same turn, as a retry would build it."""
     return TurnContext(
         store=runtime,

@@ -13,8 +13,8 @@ from stint.store.config import ROLE_CLI
 from stint.store.errors import IdempotencyConflict, LeaseLost, QueueFull, UnknownSession
 from stint.store.models import Claim, EnqueueResult, FinishResult, Work
 from stint.store.pool import Pool, open_pool
-from stint.store.runtime import RuntimeStore
 from stint.store.vocabulary import AdmissionLimit, EventKind, StepKind, TurnStatus
+from stint.store.worker_store import SqlWorkerStore
 from tests.integration.claims import claim_one
 from tests.polling import wait_until
 from tests.workers import count_rows, set_limits
@@ -26,8 +26,8 @@ def client(db: ScratchTarget, pool: Pool) -> ClientStore:
 
 
 @pytest.fixture
-def runtime(db: ScratchTarget, pool: Pool) -> RuntimeStore:
-    return RuntimeStore(db.config, pool, concurrency=2)
+def runtime(db: ScratchTarget, pool: Pool) -> SqlWorkerStore:
+    return SqlWorkerStore(db.config, pool, concurrency=2)
 
 
 async def test_idempotent_enqueue_race_yields_exactly_the_intended_turns(
@@ -88,7 +88,7 @@ async def test_enqueue_refusals_write_nothing(
 
 
 async def test_claim_respects_limit_pins_and_order(
-    client: ClientStore, runtime: RuntimeStore
+    client: ClientStore, runtime: SqlWorkerStore
 ) -> None:
     plain = [
         (await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})).session_id
@@ -107,7 +107,7 @@ async def test_claim_respects_limit_pins_and_order(
 
 
 async def test_stale_owner_is_fenced_and_writes_nothing(
-    pool: Pool, client: ClientStore, runtime: RuntimeStore
+    pool: Pool, client: ClientStore, runtime: SqlWorkerStore
 ) -> None:
     queued = await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})
     old, turn = await claim_one(runtime, "a", lease_seconds=0.2)
@@ -147,7 +147,7 @@ async def test_stale_owner_is_fenced_and_writes_nothing(
 
 
 async def test_events_are_contiguous_under_concurrent_appends(
-    pool: Pool, client: ClientStore, runtime: RuntimeStore
+    pool: Pool, client: ClientStore, runtime: SqlWorkerStore
 ) -> None:
     await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})
     claim, turn = await claim_one(runtime, "a")
@@ -164,7 +164,7 @@ async def test_events_are_contiguous_under_concurrent_appends(
 
 
 async def test_release_requeues_the_running_turn_with_an_event(
-    client: ClientStore, runtime: RuntimeStore
+    client: ClientStore, runtime: SqlWorkerStore
 ) -> None:
     queued = await client.turns_enqueue(session_id=None, idempotency_key="k", turn_input={})
     claim, turn = await claim_one(runtime, "a")
@@ -180,7 +180,7 @@ async def _kinds(client: ClientStore, session_id: uuid.UUID) -> list[str]:
 
 
 async def _finish(
-    runtime: RuntimeStore, claim: Claim, turn_id: uuid.UUID, *, release: bool, claim_next: bool
+    runtime: SqlWorkerStore, claim: Claim, turn_id: uuid.UUID, *, release: bool, claim_next: bool
 ) -> FinishResult:
     return await runtime.turns_finish(
         claim,
@@ -196,7 +196,7 @@ async def _finish(
 
 
 async def test_finishing_starts_the_same_sessions_next_turn(
-    client: ClientStore, runtime: RuntimeStore
+    client: ClientStore, runtime: SqlWorkerStore
 ) -> None:
     first = await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     second = await client.turns_enqueue(
@@ -216,7 +216,7 @@ async def test_finishing_starts_the_same_sessions_next_turn(
 
 
 async def test_finishing_and_yielding_claims_the_oldest_other_session(
-    client: ClientStore, runtime: RuntimeStore
+    client: ClientStore, runtime: SqlWorkerStore
 ) -> None:
     mine = await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     await client.turns_enqueue(session_id=mine.session_id, idempotency_key="2", turn_input={})
@@ -234,7 +234,7 @@ async def test_finishing_and_yielding_claims_the_oldest_other_session(
 
 
 async def test_finishing_with_nothing_left_releases_the_session(
-    client: ClientStore, runtime: RuntimeStore
+    client: ClientStore, runtime: SqlWorkerStore
 ) -> None:
     await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     claim, turn = await claim_one(runtime, "a")
@@ -243,7 +243,9 @@ async def test_finishing_with_nothing_left_releases_the_session(
     assert await runtime.leases_renew(owner="a", pid=1, claims=[claim], lease_seconds=30) == {}
 
 
-async def test_a_draining_finish_claims_nothing(client: ClientStore, runtime: RuntimeStore) -> None:
+async def test_a_draining_finish_claims_nothing(
+    client: ClientStore, runtime: SqlWorkerStore
+) -> None:
     await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     waiting = await client.turns_enqueue(session_id=None, idempotency_key="1", turn_input={})
     claim, turn = await claim_one(runtime, "a")

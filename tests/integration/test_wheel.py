@@ -64,7 +64,7 @@ def test_a_project_with_its_own_worker_and_store_still_imports_both(
     script = (
         "import worker, store\n"
         "from stint import Harness, Tool, TurnContext\n"
-        "import stint.worker.main, stint.store.runtime\n"
+        "import stint.worker.main, stint.store.worker_store\n"
         "assert worker.WHOSE == 'mine' and store.WHOSE == 'mine too'\n"
         "assert 'site-packages' in stint.worker.main.__file__\n"
         "print(Harness.__name__, Tool.__name__, TurnContext.__name__)\n"

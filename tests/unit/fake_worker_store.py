@@ -24,7 +24,6 @@ from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart, Work
 from stint.store.quotas import QuotaStore
-from stint.store.runtime import EventSpec
 from stint.store.vocabulary import (
     ControlAction,
     StepKind,
@@ -32,9 +31,10 @@ from stint.store.vocabulary import (
     TurnStatus,
     WorkerState,
 )
+from stint.store.worker_store import EventSpec
 
 if TYPE_CHECKING:
-    from stint.worker.ports import WorkerStore
+    from stint.worker.protocols import WorkerStore
 
 
 @dataclass
@@ -61,7 +61,7 @@ class FakeSession:
 
 
 class FakeWorkerStore:
-    """Implements ``stint.worker.ports.WorkerStore`` in memory."""
+    """Implements ``stint.worker.protocols.WorkerStore`` in memory."""
 
     def __init__(self) -> None:
         self.sessions: dict[UUID, FakeSession] = {}

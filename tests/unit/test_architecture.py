@@ -16,7 +16,7 @@ import grimp
 DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 # Top to bottom: each package may import only packages below it.
 PACKAGES = [
-    "loadtest",
+    "lab",
     "ops",
     "agents",
     "api",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stint.loadtest.import_cost import STEPS, main
+from stint.lab.import_cost import STEPS, main
 
 
 def test_the_table_has_a_row_per_import_and_adds_up(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 _CONFTEST = """
-from stint.loadtest.interrupt import sigterm_as_interrupt
+from stint.lab.interrupt import sigterm_as_interrupt
 
 def pytest_configure(config):
     sigterm_as_interrupt()

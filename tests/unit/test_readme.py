@@ -17,7 +17,7 @@ from stint.config.settings import Settings, env_name
 from stint.ops.admission import admission_json
 from stint.ops.checks import Check, CheckReport
 from stint.ops.cli import build_parser
-from stint.ops.quota import quota_json
+from stint.ops.quota_cli import quota_json
 from stint.ops.show import session_json, turn_json, turn_of_session_json
 from stint.ops.sizing import Sizing
 from stint.ops.status import status_json

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stint.loadtest.model import (
+from stint.lab.model import (
     SCHEMA_VERSION,
     Backend,
     CaseReport,
@@ -20,7 +20,7 @@ from stint.loadtest.model import (
     PhaseFigures,
     Samples,
 )
-from stint.loadtest.report import build_matrix, render_markdown, write_case, write_matrix
+from stint.lab.report import build_matrix, render_markdown, write_case, write_matrix
 from stint.ops.sizing import measured_profile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -347,7 +347,7 @@ def test_stint_size_bad_numbers_exit_2(matrix_json: Path) -> None:
 
 def test_a_turn_started_as_another_finished_does_not_overlap_it() -> None:
     """One statement finishes a turn and starts the slot's next at one instant."""
-    from stint.loadtest.figures import max_concurrent_turns
+    from stint.lab.figures import max_concurrent_turns
     from stint.store.models import TurnTiming
     from stint.store.vocabulary import TurnStatus
 
@@ -370,7 +370,7 @@ def test_a_turn_started_as_another_finished_does_not_overlap_it() -> None:
 
 
 def test_the_ladder_slope_is_least_squares_and_null_without_two_points() -> None:
-    from stint.loadtest.ladder import Rung, marginal
+    from stint.lab.ladder import Rung, marginal
 
     def rung(slots: int, rss: float | None) -> Rung:
         return Rung(1, slots, rss, None, None, None, None, True)

@@ -1,0 +1,305 @@
+"""``make bench``: zero-wait turns through real workers, reported as figures.
+
+For each configuration (1 worker x 32 slots and 2 workers x 4 slots by
+default): a fresh durable throwaway PostgreSQL; W real ``worker`` processes,
+registered, then paused (SIGSTOP) while the turns are enqueued, then resumed
+and measured until every turn finished. Figures: turns/s from PostgreSQL audit
+times; worker CPU ms per turn and peak RSS per worker (psutil, sampled every 50
+ms; the finished count every 250 ms); PostgreSQL's CPU ms per turn (the
+postmaster and every backend, exited ones included) and from the two the CPU
+ceiling: the turns/s this machine's cores could reach if the workers and
+PostgreSQL used all of them and nothing waited; database statements per turn
+from pg_stat_statements (each Stint statement is one round trip and one
+autocommit transaction; claims, lease renewals and shutdown are included); how
+often a statement waited for one of the worker's few pool connections and for
+how long, scraped from each worker's ``/metrics`` at the end (so the workers
+run as deployed: health port and metrics on). Writes ``docs/load/bench/latest.json``
+and appends a line per configuration to ``docs/load/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import uvloop
+from prometheus_client.parser import text_string_to_metric_families
+
+from stint.lab.environment import DOCS
+from stint.lab.free_port import free_port
+from stint.lab.processes import spawn_worker, stop_workers
+from stint.lab.server_cpu import pg_cpu_seconds
+from stint.postgres.scratch import ScratchDatabases, ScratchTarget
+from stint.postgres.throwaway import ThrowawayTemplate
+from stint.store.client import ClientStore
+from stint.store.config import ROLE_CLI, StoreConfig
+from stint.store.pool import open_pool
+from stint.store.probe import ProbeStore
+
+__all__ = ["main"]
+
+SCHEMA_VERSION = 1
+_SAMPLE_SECONDS = 0.05
+_SAMPLES_PER_POLL = 5
+_TURNS_PER_SESSION = 10
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    workers: int
+    slots: int
+    turns: int
+    turns_per_second: float
+    cpu_ms_per_turn: float
+    postgres_cpu_ms_per_turn: float
+    cpu_ceiling_turns_per_second: float
+    peak_rss_mib_per_worker: float
+    statements_per_turn: float
+    failed_turns: int
+    pool_borrows_waited: float
+    pool_wait_ms_per_turn: float
+
+
+@dataclass(frozen=True)
+class PoolWait:
+    """One worker's pool counters from its ``/metrics``."""
+
+    borrows: float
+    queued: float
+    seconds: float
+
+
+def _pool_wait(port: int) -> PoolWait:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    values = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    return PoolWait(
+        borrows=values.get("stint_pool_requests_total", 0.0),
+        queued=values.get("stint_pool_requests_queued_total", 0.0),
+        seconds=values.get("stint_pool_wait_seconds_total", 0.0),
+    )
+
+
+async def _enqueue_all(client: ClientStore, turns: int) -> None:
+    sessions = max(1, turns // _TURNS_PER_SESSION)
+
+    async def one_session(i: int) -> None:
+        session_id = None
+        for t in range(turns // sessions):
+            result = await client.turns_enqueue(
+                session_id=session_id,
+                idempotency_key=f"{i}-{t}",
+                turn_input={"min_wait_ms": 0},
+            )
+            session_id = result.session_id
+
+    await asyncio.gather(*(one_session(i) for i in range(sessions)))
+
+
+async def _workers_registered(probe: ProbeStore, expected: int) -> None:
+    async with asyncio.timeout(120):
+        # Another process registers them: polling the table is the only signal.
+        while await probe.workers_running() < expected:  # noqa: ASYNC110
+            await asyncio.sleep(_SAMPLE_SECONDS)
+
+
+async def run_one(
+    target: ScratchTarget, postmaster: int, workers: int, slots: int, turns: int
+) -> BenchResult:
+    config: StoreConfig = target.config
+    workspace = Path(tempfile.mkdtemp(prefix="stint-bench-"))
+    env = {
+        "STINT_DATABASE_URL": config.conninfo,
+        "STINT_SCHEMA": config.schema,
+        "STINT_WORKSPACE": str(workspace),
+        "STINT_LOG_LEVEL": "warning",
+        "STINT_AUTO_MIGRATE": "false",
+    }
+    pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=8)
+    client = ClientStore(config, pool)
+    probe = ProbeStore(config, pool)
+    ports = [free_port() for _ in range(workers)]
+    procs: list[subprocess.Popen[bytes]] = [
+        spawn_worker(env={**env, "STINT_HEALTH_PORT": str(port)}, args=["--slots", str(slots)])
+        for port in ports
+    ]
+    try:
+        await _workers_registered(probe, workers)
+        handles = [psutil.Process(p.pid) for p in procs]
+        for p in procs:
+            p.send_signal(signal.SIGSTOP)
+        await _enqueue_all(client, turns)
+        cpu_before = sum(_cpu(h) for h in handles)
+        postgres_before = _server_cpu(postmaster)
+        await probe.statements_reset()
+        for p in procs:
+            p.send_signal(signal.SIGCONT)
+        peak_rss = 0
+        samples = 0
+        # RSS every sample, the progress count (a scan of turns: PostgreSQL CPU that
+        # is counted against the turns) every few.
+        while samples % _SAMPLES_PER_POLL or (await probe.turns_progress()).finished < turns:
+            peak_rss = max(peak_rss, *(h.memory_info().rss for h in handles))
+            samples += 1
+            await asyncio.sleep(_SAMPLE_SECONDS)
+        cpu = sum(_cpu(h) for h in handles) - cpu_before
+        postgres_cpu = _server_cpu(postmaster) - postgres_before
+        timings = await probe.turns_timings()
+        waits = [await asyncio.to_thread(_pool_wait, port) for port in ports]
+        codes = stop_workers(procs)
+        if any(codes):
+            raise RuntimeError(f"bench: workers exited with {codes}")
+        statements = await probe.statements_calls(excluding=["turns_progress", "turns_timings"])
+    finally:
+        stop_workers(procs)
+        await pool.close()
+        shutil.rmtree(workspace, ignore_errors=True)
+    start = min(t.started_at for t in timings)
+    span = max(t.finished_at for t in timings) - start
+    cpu_ms = cpu * 1000 / len(timings)
+    postgres_ms = postgres_cpu * 1000 / len(timings)
+    return BenchResult(
+        workers=workers,
+        slots=slots,
+        turns=len(timings),
+        turns_per_second=round(len(timings) / span, 1),
+        cpu_ms_per_turn=round(cpu_ms, 2),
+        postgres_cpu_ms_per_turn=round(postgres_ms, 2),
+        cpu_ceiling_turns_per_second=round((os.cpu_count() or 1) * 1000 / (cpu_ms + postgres_ms)),
+        peak_rss_mib_per_worker=round(peak_rss / 2**20, 1),
+        statements_per_turn=round(statements / len(timings), 2),
+        failed_turns=sum(1 for t in timings if t.status != "succeeded"),
+        pool_borrows_waited=round(
+            sum(w.queued for w in waits) / max(1.0, sum(w.borrows for w in waits)), 4
+        ),
+        pool_wait_ms_per_turn=round(sum(w.seconds for w in waits) * 1000 / len(timings), 3),
+    )
+
+
+def _cpu(handle: psutil.Process) -> float:
+    times = handle.cpu_times()
+    return float(times.user + times.system)
+
+
+def _server_cpu(postmaster: int) -> float:
+    seconds = pg_cpu_seconds(postmaster)
+    if seconds is None:
+        raise RuntimeError(f"bench: PostgreSQL's postmaster {postmaster} is gone")
+    return seconds
+
+
+async def run_all(configs: list[tuple[int, int]], turns: int) -> list[BenchResult]:
+    template = ThrowawayTemplate(
+        durable=True, settings={"shared_preload_libraries": "pg_stat_statements"}
+    )
+    results = []
+    try:
+        for workers, slots in configs:
+            cluster = template.new_cluster()
+            try:
+                scratch = ScratchDatabases(StoreConfig(conninfo=cluster.conninfo()))
+                await scratch.prepare()
+                target = await scratch.create()
+                result = await run_one(target, cluster.postmaster_pid(), workers, slots, turns)
+                print(json.dumps(asdict(result)), flush=True)
+                results.append(result)
+            finally:
+                cluster.destroy()
+    finally:
+        template.cleanup()
+    return results
+
+
+def _environment() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "postgresql": "throwaway local cluster, durable defaults",
+    }
+
+
+def _write(results: list[BenchResult], command: str) -> None:
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    (DOCS / "load" / "bench").mkdir(parents=True, exist_ok=True)
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "generated_at": stamp,
+        "command": command,
+        "environment": _environment(),
+        "results": [asdict(r) for r in results],
+    }
+    (DOCS / "load" / "bench" / "latest.json").write_text(json.dumps(report, indent=2) + "\n")
+    table = DOCS / "load" / "benchmarks.md"
+    if not table.exists():
+        table.write_text(_HEADER)
+    with table.open("a") as out:
+        for r in results:
+            out.write(
+                f"| {stamp} | {r.workers} x {r.slots} | {r.turns} | {r.turns_per_second} | "
+                f"{r.cpu_ms_per_turn} | {r.peak_rss_mib_per_worker} | "
+                f"{r.statements_per_turn} | {r.failed_turns} | "
+                f"{r.pool_borrows_waited} | {r.pool_wait_ms_per_turn} | "
+                f"{r.postgres_cpu_ms_per_turn} | {r.cpu_ceiling_turns_per_second} |\n"
+            )
+
+
+_HEADER = """# Benchmarks
+
+Zero-wait scripted turns through real `worker` processes on a fresh, durable throwaway
+PostgreSQL on the same 2-core machine. Made by `make bench` (`python -m stint.lab.bench`);
+the latest run's JSON is [bench/latest.json](bench/latest.json). Statements per turn count
+every statement the workers ran, from pg_stat_statements (each is one round trip and one
+autocommit transaction), claims, lease renewals and shutdown included. The workers run as
+deployed, with their health port and /metrics on; "pool waited" is the fraction of pool
+borrows that waited for a free connection and "pool wait" the time spent so, per turn.
+"CPU ms/turn" is the workers' CPU, "PG CPU ms/turn" the PostgreSQL server's (its
+postmaster and every backend, the benchmark's own progress polls included), and
+"CPU ceiling" the turns/s at which the two would use every core of this machine: no
+configuration can pass it here, and the distance to it is time spent waiting.
+
+| when | W x S | turns | turns/s | CPU ms/turn | peak RSS MiB/worker | statements/turn | failed \
+| pool waited | pool wait ms/turn | PG CPU ms/turn | CPU ceiling turns/s |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stint.lab.bench", description=__doc__)
+    parser.add_argument(
+        "--turns",
+        type=int,
+        default=10_000,
+        help="turns per configuration (10000: long enough that the start-up ramp is a small part)",
+    )
+    parser.add_argument("--configs", default="1x32,2x4", help="workers x slots list (1x32,2x4)")
+    parser.add_argument("--no-write", action="store_true", help="print only, write no files")
+    args = parser.parse_args(argv)
+    configs = [tuple(int(n) for n in c.split("x")) for c in args.configs.split(",")]
+    results = uvloop.run(run_all([(w, s) for w, s in configs], args.turns))
+    if not args.no_write:
+        _write(results, "python -m stint.lab.bench " + " ".join(argv or sys.argv[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""What the workers run in a load case: the scripted fixture or the agents harness.
+
+The agents workload starts the fake OpenAI-compatible provider in a thread of
+the load-test process (outside the workers' cgroup), scripted with the load
+turn (``LOAD_SCRIPT``: one model call asking for the journal tool, the tool,
+one model call for the reply) and a fixed latency before each first token. Its
+own request log proves one model call per step: no step called twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from stint.lab.fake_provider import FakeProvider
+from stint.lab.fake_script import LOAD_SCRIPT
+from stint.lab.model import AGENT_MODEL_CALLS_PER_TURN, CaseSpec
+from stint.ops.checks import Check
+
+__all__ = ["Workload", "workload"]
+
+SCRIPTED_HARNESS = "stint.worker.scripted:harness"
+AGENTS_HARNESS = "stint.agents:chat"
+_MODEL = "fake-model"
+
+
+@dataclass
+class Workload:
+    """Per-case worker environment, turn input and workload-specific checks."""
+
+    configuration: dict[str, Any]
+    env: dict[str, str]
+    turn_input: dict[str, Any]
+    fake: FakeProvider | None = field(default=None)
+
+    def checks(self, spec: CaseSpec, turns: int) -> list[Check]:
+        if self.fake is None:
+            return []
+        log = self.fake.requests()
+        expected = AGENT_MODEL_CALLS_PER_TURN * turns
+        outcomes: dict[str, int] = {}
+        for record in log:
+            outcomes[record.outcome] = outcomes.get(record.outcome, 0) + 1
+        return [
+            Check(
+                "model_called_once_per_step",
+                len(log) == expected and outcomes.get("ok", 0) == expected,
+                {"model_requests": len(log), "expected": expected, "outcomes": outcomes},
+            )
+        ]
+
+
+@contextmanager
+def workload(spec: CaseSpec) -> Iterator[Workload]:
+    if spec.harness != "agents":
+        yield Workload(
+            configuration={"harness": SCRIPTED_HARNESS},
+            env={},
+            turn_input={"min_wait_ms": spec.tool_wait_ms},
+        )
+        return
+    fake = FakeProvider(LOAD_SCRIPT, latency_ms=spec.model_latency_ms)
+    with fake.running() as url:
+        yield Workload(
+            configuration={
+                "harness": AGENTS_HARNESS,
+                "model": _MODEL,
+                "fake_provider": {
+                    "where": "a thread of the load-test process, outside the worker cgroup",
+                    "latency_before_first_token_ms": spec.model_latency_ms,
+                    "model_calls_per_turn": AGENT_MODEL_CALLS_PER_TURN,
+                    "tool": "note (the native journal tool)",
+                },
+            },
+            env={
+                "STINT_HARNESS": AGENTS_HARNESS,
+                "STINT_MODEL_BASE_URL": url,
+                "STINT_MODEL": _MODEL,
+            },
+            turn_input={"message": "load test turn: please note it"},
+            fake=fake,
+        )

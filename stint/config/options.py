@@ -1,16 +1,47 @@
 """argparse options that mirror Settings fields, so ``--help`` shows each
-option's variable and default straight from the one Settings definition."""
+option's variable and default straight from the one Settings definition; and
+the exit codes at the end of ``--help``, from each program's own table."""
 
 from __future__ import annotations
 
 import argparse
+import re
+import textwrap
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic_core import PydanticUndefined
 
 from stint.config.settings import Settings, env_name
 
-__all__ = ["add_setting", "overrides_from"]
+__all__ = ["ExitCodes", "HelpFormatter", "add_setting", "exit_codes_epilog", "overrides_from"]
+
+ExitCodes = Sequence[tuple[int, str]]
+"""A program's or command's exit codes: (code, what it means), in order."""
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but a description or epilog keeps its lines: each is
+    wrapped on its own, and an indented one (``  2    bad input``) hangs under
+    its text."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        filled = []
+        for line in text.splitlines():
+            item = re.match(r"\s+\S+\s+", line)
+            lead = indent + (item.group() if item else "")
+            body = " ".join(line[item.end() if item else 0 :].split())
+            filled.append(
+                textwrap.fill(body, width, initial_indent=lead, subsequent_indent=" " * len(lead))
+                or lead.rstrip()
+            )
+        return "\n".join(filled)
+
+
+def exit_codes_epilog(codes: ExitCodes, *, also: str = "", heading: str = "exit codes:") -> str:
+    """The ``exit codes:`` section ending a ``--help``; ``also`` is a last line."""
+    lines = [heading, *(f"  {code:<4} {meaning}" for code, meaning in codes)]
+    return "\n".join([*lines, also] if also else lines)
 
 
 def add_setting(parser: argparse.ArgumentParser, flag: str, field_name: str, **kwargs: Any) -> None:

@@ -57,7 +57,9 @@ class Settings(BaseSettings):
         SecretStr(""), description="PostgreSQL URL; empty uses the embedded PostgreSQL"
     )
     database_url_file: Path | None = Field(
-        None, description="file holding the PostgreSQL URL (the container convention for secrets)"
+        None,
+        description="file holding the PostgreSQL URL (the container convention for secrets); "
+        "not with STINT_DATABASE_URL",
     )
     app_role: str = Field(
         "",
@@ -92,20 +94,32 @@ class Settings(BaseSettings):
             "(pools, LISTEN, claims), so recovery after an outage waits at most this long"
         ),
     )
-    data_dir: Path | None = Field(None, description="embedded cluster folder")
-    pg_bindir: Path | None = Field(None, description="PostgreSQL server binaries folder")
+    data_dir: Path | None = Field(
+        None,
+        description="embedded cluster folder (unset: /var/lib/stint as root, else the user's "
+        "data directory)",
+    )
+    pg_bindir: Path | None = Field(
+        None, description="PostgreSQL server binaries folder (unset: searched for)"
+    )
     pg_run_as: str = Field("postgres", description="user the embedded server runs as under root")
     auto_migrate: bool = Field(True, description="workers apply pending migrations on start")
 
     slots: int = Field(4, ge=1, le=256, description="turns one worker runs at once")
     harness: str = Field(_DEFAULT_HARNESS, description="agent loop, as module:object")
-    lease_seconds: float = Field(30.0, ge=0.5, le=3600, description="session lease length")
-    poll_interval: float = Field(0.25, ge=0.01, le=60, description="claim poll fallback, seconds")
+    lease_seconds: float = Field(
+        30.0, ge=0.5, le=3600, description="session lease length, seconds (renewed every third)"
+    )
+    poll_interval: float = Field(
+        0.25, ge=0.01, le=60, description="claim poll fallback, seconds (NOTIFY wakes sooner)"
+    )
     drain_seconds: float = Field(30.0, ge=0, le=3600, description="SIGTERM grace for turns")
     pins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="compatibility pins this worker accepts"
     )
-    workspace: Path | None = Field(None, description="folder of native effect journals")
+    workspace: Path | None = Field(
+        None, description="folder of native effect journals (unset: workspace in the data folder)"
+    )
     turn_timeout: float = Field(
         600.0, ge=0.1, le=86_400, description="seconds a turn may run before it is interrupted"
     )
@@ -139,7 +153,7 @@ class Settings(BaseSettings):
         "INFO", pattern=r"(?i)^(debug|info|warning|error)$", description="log level"
     )
     max_input_bytes: int = Field(
-        262_144, ge=256, le=16_777_216, description="largest turn input accepted"
+        262_144, ge=256, le=16_777_216, description="largest turn input (or answer) in bytes"
     )
     health_port: int = Field(
         0, ge=0, le=65535, description="port serving /livez, /readyz and /metrics; 0 means off"
@@ -191,9 +205,13 @@ class Settings(BaseSettings):
     model_base_url: str = Field(
         "https://api.openai.com/v1", description="OpenAI-compatible API base URL"
     )
-    model: str = Field("", description="model name sent to the provider")
+    model: str = Field(
+        "", description="model name sent to the provider (the agents harness needs it)"
+    )
     model_api_key: SecretStr = Field(SecretStr(""), description="provider API key")
-    model_api_key_file: Path | None = Field(None, description="file holding the API key")
+    model_api_key_file: Path | None = Field(
+        None, description="file holding the API key (not with STINT_MODEL_API_KEY)"
+    )
     model_timeout: float = Field(
         120.0, ge=1, le=3600, description="seconds to connect, or between streamed bytes"
     )

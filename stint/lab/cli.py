@@ -20,7 +20,13 @@ from importlib.metadata import version as package_version
 import uvloop
 
 from stint.config.logs import setup_logging
-from stint.config.options import add_setting, overrides_from
+from stint.config.options import (
+    ExitCodes,
+    HelpFormatter,
+    add_setting,
+    exit_codes_epilog,
+    overrides_from,
+)
 from stint.config.settings import Settings, SettingsError, load_settings, unknown_variables
 from stint.errors import StintError
 
@@ -32,15 +38,20 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
+EXIT_CODES: ExitCodes = (
+    (0, "every demo turn succeeded and the invariant checks passed"),
+    (EXIT_FAILED, "a demo turn failed, a check failed, or the database failed"),
+    (EXIT_BAD_INPUT, "a bad setting or option"),
+    (EXIT_INTERRUPTED, "interrupted"),
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="stint-lab",
-        description=(
-            "Stint's lab: demos and measurements, apart from the product CLI (stint). "
-            "Exit codes: 0 done and every check passed; 1 a failure; 2 bad input; "
-            "130 interrupted."
-        ),
+        description="Stint's lab: demos and measurements, apart from the product CLI (stint).",
+        epilog=exit_codes_epilog(EXIT_CODES),
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
         "--version", action="version", version=f"stint-lab {package_version('stint')}"
@@ -54,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
             "schema of their own, and print live progress and a summary from database "
             "timestamps; exit 0 when every turn succeeded and the checks passed."
         ),
+        epilog=exit_codes_epilog(EXIT_CODES),
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--workers", type=int, default=2, metavar="W", help="worker processes (2)")
     p.add_argument("--slots", type=int, default=4, metavar="S", help="slots per worker (4)")

@@ -5,7 +5,8 @@ status, check, size, embedded, keys, quota, admission, api; the demo is
 Exit codes, the same for every command: 0 done; 1 a failure (the database, a
 failed check); 2 bad input or configuration (one line on stderr, nothing
 written); 3 refused by the queue (an admission limit, or busy with ``--busy reject``); 130
-interrupted; 141 the reader of standard output went away (``| head``).
+interrupted; 141 the reader of standard output went away (``| head``). Each
+command's own are data in ``stint.ops.exit_codes``, shown by its ``--help``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, NoReturn
 import uvloop
 
 from stint.config.logs import setup_logging
-from stint.config.options import add_setting, overrides_from
+from stint.config.options import HelpFormatter, add_setting, exit_codes_epilog, overrides_from
 from stint.config.settings import (
     Settings,
     SettingsError,
@@ -36,6 +37,15 @@ from stint.config.settings import (
 from stint.config.target import embedded_cluster, resolve_store_config, workspace_dir
 from stint.ops.admission import add_admission_parser, admission_json, run_admission
 from stint.ops.checks import run_checks
+from stint.ops.exit_codes import (
+    COMMANDS,
+    COMMON,
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_PIPE_CLOSED,
+    EXIT_REFUSED,
+)
 from stint.ops.follow import follow_events
 from stint.ops.inputs import (
     UsageError,
@@ -84,15 +94,18 @@ __all__ = ["main"]
 
 log = logging.getLogger("stint.cli")
 
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_REFUSED = 3
-EXIT_INTERRUPTED = 130
-EXIT_PIPE_CLOSED = 141
+_ALSO = "and, like every stint command: " + "; ".join(
+    f"{code} {meaning.split(':')[0].split(';')[0]}" for code, meaning in COMMON
+)
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with its complaint on one line (usage stays in ``--help``)."""
+    """argparse with its complaint on one line (usage stays in ``--help``), and
+    descriptions and epilogs that keep their lines."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: {message} (see {self.prog} --help)", file=sys.stderr)
@@ -328,7 +341,7 @@ async def cmd_embedded(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _key_json(key: ApiKey) -> dict[str, Any]:
+def key_json(key: ApiKey) -> dict[str, Any]:
     return {
         "key_id": key.id,
         "tenant": key.tenant,
@@ -353,16 +366,16 @@ async def cmd_keys(settings: Settings, args: argparse.Namespace) -> int:
                 label=args.label,
                 operator=args.operator,
             )
-            print(json.dumps({**_key_json(new.key), "token": new.token}))
+            print(json.dumps({**key_json(new.key), "token": new.token}))
             print("stint keys: the token is shown only now; store it as a secret", file=sys.stderr)
         elif args.action == "list":
             for key in await keys.keys_list(tenant=args.tenant):
-                print(json.dumps(_key_json(key)))
+                print(json.dumps(key_json(key)))
         else:
             revoked = await keys.keys_revoke(key_id=args.key_id)
             if revoked is None:
                 raise UsageError(f"no live key with id {args.key_id!r}")
-            print(json.dumps(_key_json(revoked)))
+            print(json.dumps(key_json(revoked)))
     finally:
         await pool.close()
     return 0
@@ -582,6 +595,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(run=cmd_size)
+    parser.epilog = exit_codes_epilog(
+        COMMON,
+        heading="exit codes of every command:",
+        also="and each command's own (0 among them): stint COMMAND --help",
+    )
+    for name, command in sub.choices.items():
+        if name in COMMANDS:
+            command.epilog = exit_codes_epilog(COMMANDS[name], also=_ALSO)
     return parser
 
 

@@ -5,7 +5,7 @@ for a whole session the turns in order and the usage summed over them. The
 operator's way to see what a turn produced without reading the event log.
 Usage sums nobody reported stay null: a scripted turn has no tokens, which is
 not the same as zero tokens. ``turn_json`` and ``session_json`` are the one
-place these shapes are decided (the README's tables are checked against them).
+place these shapes are decided (docs/reference/cli.md is drawn from them).
 """
 
 from __future__ import annotations

@@ -8,12 +8,16 @@ member is a ``str``, so it goes to PostgreSQL and to JSON as its value.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 
 __all__ = [
+    "EVENTS",
     "AdmissionLimit",
     "BusyStrategy",
     "ControlAction",
+    "EventDoc",
     "EventKind",
     "QuotaState",
     "SessionStatus",
@@ -160,3 +164,158 @@ _TERMINAL_EVENTS = frozenset(
         EventKind.TURN_INTERRUPTED,
     }
 )
+
+
+@dataclass(frozen=True)
+class EventDoc:
+    """What an event kind records, and its payload's fields (name: meaning), as
+    docs/reference/events.md shows them. ``writer`` says who appends it."""
+
+    writer: str
+    what: str
+    payload: Mapping[str, str]
+
+
+_STEP_KEY = "the step's key, unique within the session (e.g. `<turn>:tool:0.1`)"
+_ATTEMPT = "the turn's attempt (1, then +1 each time the turn starts again)"
+_WORKER = "the id of the worker that wrote it"
+_TERMINAL_BY_WORKER = {
+    "attempt": _ATTEMPT,
+    "status": "the turn's final status",
+    "error": "failed, cancelled or interrupted by a worker: what ended it",
+    "reason": "cancelled or interrupted: the reason given (`operator`, `timeout`, ...)",
+}
+_TERMINAL_BY_DATABASE = {
+    "reason": "the reason given with the cancel or interrupt",
+    "was": "`queued`: the turn was cancelled before it ever ran",
+    "by": "`database`: no live worker held it, so the command ended it in the database",
+}
+
+EVENTS: Mapping[EventKind, EventDoc] = {
+    EventKind.TURN_STARTED: EventDoc(
+        "worker",
+        "a turn attempt started (by a claim, or by the statement finishing the previous turn)",
+        {"attempt": _ATTEMPT, "worker": _WORKER},
+    ),
+    EventKind.TOOL_CALLED: EventDoc(
+        "worker",
+        "a tool step was recorded started, before its effect",
+        {"step_key": _STEP_KEY, "name": "the tool's name"},
+    ),
+    EventKind.TOOL_RETURNED: EventDoc(
+        "worker",
+        "the tool step committed with its result",
+        {
+            "step_key": _STEP_KEY,
+            "reconciled": "true: the result was recovered from the effect journal after a crash",
+        },
+    ),
+    EventKind.MODEL_CALLED: EventDoc(
+        "worker",
+        "a model step was recorded started, before the provider is called",
+        {"step_key": _STEP_KEY, "name": "the model's name"},
+    ),
+    EventKind.MODEL_RETURNED: EventDoc(
+        "worker",
+        "the model step committed with the provider's answer",
+        {"step_key": _STEP_KEY, "reconciled": "always false: a model call is called again"},
+    ),
+    EventKind.APPROVAL_REQUESTED: EventDoc(
+        "worker",
+        "the turn asked a question and parked; its lease and slot are free",
+        {
+            "step_key": "the key to answer with (`stint answer SESSION STEP_KEY VALUE`)",
+            "question": "the question, any JSON",
+        },
+    ),
+    EventKind.APPROVAL_ANSWERED: EventDoc(
+        "client",
+        "the question was answered; the turn is queued again and replays past it",
+        {"step_key": "the question's key"},
+    ),
+    EventKind.EFFECT_UNKNOWN: EventDoc(
+        "worker",
+        "a step's effect may or may not have happened; it will not be run again",
+        {"step_key": _STEP_KEY, "reason": "why it could not be settled"},
+    ),
+    EventKind.TURN_RELEASED: EventDoc(
+        "worker",
+        "the turn was handed back to the queue unfinished (its committed steps kept)",
+        {"reason": "`drain`, `error` or `fenced`", "worker": _WORKER},
+    ),
+    EventKind.TURN_DEFERRED: EventDoc(
+        "worker",
+        "a model call waits for provider quota: the turn is queued again, ready at not_before",
+        {
+            "scope": "the quota scope",
+            "not_before": "when the session may be claimed again (database clock)",
+            "wait_s": "seconds from the hand-back to not_before",
+            "waited_s": "seconds the call had already waited in its slot",
+            "worker": _WORKER,
+        },
+    ),
+    EventKind.MESSAGE: EventDoc(
+        "harness",
+        "whatever a harness emits with `ctx.emit(payload)`",
+        {"*": "the harness's own fields"},
+    ),
+    EventKind.MESSAGE_DELTA: EventDoc(
+        "harness",
+        "streamed model text, coalesced (one event per STINT_STREAM_FLUSH_DELTAS deltas or "
+        "STINT_STREAM_FLUSH_MS)",
+        {
+            "step_key": "the model step streaming",
+            "attempt": "the turn attempt",
+            "try": "the provider attempt within the step: keep the latest (attempt, try)",
+            "index": "of its first delta within that try",
+            "count": "deltas in this event",
+            "text": "their text",
+        },
+    ),
+    EventKind.MODEL_RETRIED: EventDoc(
+        "harness",
+        "a provider call failed in a way worth retrying, and will be retried",
+        {
+            "step_key": "the model step",
+            "attempt": "the turn attempt",
+            "try": "the provider attempt that failed",
+            "reason": "what failed (a status, a timeout, a dropped stream)",
+            "status": "the HTTP status, or null",
+            "delay_s": "seconds until the retry",
+        },
+    ),
+    EventKind.HISTORY_TRUNCATED: EventDoc(
+        "harness",
+        "the conversation was longer than STINT_AGENT_HISTORY_MESSAGES; the oldest were cut",
+        {
+            "loaded": "earlier messages loaded",
+            "dropped": "earlier messages left out",
+            "limit": "the setting's value",
+        },
+    ),
+    EventKind.TURN_COMPLETED: EventDoc(
+        "worker",
+        "the turn succeeded; its output is on the turn",
+        {"attempt": _ATTEMPT, "status": "`succeeded`"},
+    ),
+    EventKind.TURN_FAILED: EventDoc(
+        "worker",
+        "the turn failed; its error is on the turn",
+        {"attempt": _ATTEMPT, "status": "`failed`", "error": "what failed"},
+    ),
+    EventKind.TURN_CANCELLED: EventDoc(
+        "worker or client",
+        "the turn was cancelled (by its worker, or in the database when no live worker held it)",
+        {**_TERMINAL_BY_WORKER, **_TERMINAL_BY_DATABASE},
+    ),
+    EventKind.TURN_INTERRUPTED: EventDoc(
+        "worker or client",
+        "the turn was interrupted (an interrupt, its time limit, or in the database)",
+        {
+            **_TERMINAL_BY_WORKER,
+            "reason": _TERMINAL_BY_WORKER["reason"],
+            "by": _TERMINAL_BY_DATABASE["by"],
+        },
+    ),
+}
+"""Every event kind's writer, meaning and payload fields."""

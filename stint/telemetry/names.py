@@ -8,6 +8,8 @@ per turn).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 __all__ = [
     "API_EVENT_STREAMS",
     "API_HUB_NOTIFICATIONS",
@@ -35,6 +37,7 @@ __all__ = [
     "LEASES_LOST",
     "LEASE_RENEWALS",
     "LEASE_RENEWAL_FAILURES",
+    "METRICS",
     "MODEL_CALLS",
     "MODEL_TOKENS",
     "POOL_CONNECTIONS",
@@ -72,6 +75,7 @@ __all__ = [
     "TURN_SECONDS",
     "UNKNOWN_EFFECTS",
     "WORKER_INFO",
+    "MetricDoc",
 ]
 
 # ----------------------------------------------------------------------- spans
@@ -155,3 +159,200 @@ API_REQUEST_SECONDS = "stint_api_request_duration_seconds"  # labels: method, ro
 API_EVENT_STREAMS = "stint_api_event_streams"
 API_HUB_NOTIFICATIONS = "stint_api_hub_notifications_total"
 API_HUB_RECONNECTS = "stint_api_hub_reconnects_total"
+
+
+# ------------------------------------------------------- what each metric says
+
+_WORKER = "worker"
+_SAMPLER = "worker (elected sampler only)"
+_API = "api"
+
+
+@dataclass(frozen=True)
+class MetricDoc:
+    """One metric as docs/reference/metrics.md describes it (a test holds the type
+    and the labels to what the registries export)."""
+
+    name: str
+    type: str  # counter, gauge or histogram
+    labels: tuple[str, ...]
+    source: str  # the process exporting it: _WORKER, _SAMPLER or _API
+    description: str
+
+
+METRICS: tuple[MetricDoc, ...] = (
+    MetricDoc(WORKER_INFO, "gauge", ("version",), _WORKER, "1, labelled with the worker's version"),
+    MetricDoc(SLOTS, "gauge", (), _WORKER, "this worker's slots"),
+    MetricDoc(SLOTS_BUSY, "gauge", (), _WORKER, "this worker's slots holding a session now"),
+    MetricDoc(CLAIMS, "counter", (), _WORKER, "claim statements run"),
+    MetricDoc(CLAIM_FAILURES, "counter", (), _WORKER, "claim statements that failed"),
+    MetricDoc(CLAIMED_SESSIONS, "counter", (), _WORKER, "sessions the claim statements claimed"),
+    MetricDoc(CLAIM_SECONDS, "histogram", (), _WORKER, "claim statement latency"),
+    MetricDoc(
+        TURNS_STARTED,
+        "counter",
+        (),
+        _WORKER,
+        "turn attempts started (by a claim, or by the statement that finished the slot's "
+        "previous turn)",
+    ),
+    MetricDoc(
+        TURNS_FINISHED,
+        "counter",
+        ("status",),
+        _WORKER,
+        "turns finished: succeeded, failed, cancelled, interrupted",
+    ),
+    MetricDoc(TURN_SECONDS, "histogram", ("status",), _WORKER, "one attempt, start to finish"),
+    MetricDoc(
+        TURN_QUEUE_WAIT_SECONDS,
+        "histogram",
+        (),
+        _WORKER,
+        "enqueue to first start, by the database clock",
+    ),
+    MetricDoc(TURNS_PARKED, "counter", (), _WORKER, "turns parked on a question"),
+    MetricDoc(
+        TURNS_HANDED_BACK,
+        "counter",
+        ("reason",),
+        _WORKER,
+        "turns returned to the queue unfinished; reason: drain, error, quota, fenced",
+    ),
+    MetricDoc(LEASE_RENEWALS, "counter", (), _WORKER, "lease renewal statements (the heartbeat)"),
+    MetricDoc(LEASE_RENEWAL_FAILURES, "counter", (), _WORKER, "lease renewals that failed"),
+    MetricDoc(LEASES_LOST, "counter", (), _WORKER, "leases taken over by another worker"),
+    MetricDoc(
+        UNKNOWN_EFFECTS,
+        "counter",
+        (),
+        _WORKER,
+        "steps marked unknown (the effect may or may not have happened)",
+    ),
+    MetricDoc(
+        MODEL_CALLS,
+        "counter",
+        ("scope",),
+        _WORKER,
+        "model calls; scope is the quota scope the call counts against where quotas are "
+        "configured, else the model name",
+    ),
+    MetricDoc(
+        MODEL_TOKENS,
+        "counter",
+        ("scope", "kind"),
+        _WORKER,
+        "tokens the provider reported; kind: input, output, cached",
+    ),
+    MetricDoc(
+        QUOTA_WAITS,
+        "counter",
+        ("scope",),
+        _WORKER,
+        "this worker's waits for provider quota: each wait in a slot, and each hand-back",
+    ),
+    MetricDoc(
+        QUOTA_WAIT_SECONDS,
+        "histogram",
+        ("scope",),
+        _WORKER,
+        "time waited for provider quota (a hand-back: its not-before distance)",
+    ),
+    MetricDoc(BATCHES, "counter", (), _WORKER, "group-commit batches sent"),
+    MetricDoc(BATCH_STATEMENTS, "counter", (), _WORKER, "statements sent in batches"),
+    MetricDoc(
+        BATCH_RERUN_ALONE, "counter", (), _WORKER, "statements re-run alone after a batch failed"
+    ),
+    MetricDoc(BATCH_LARGEST, "gauge", (), _WORKER, "the largest batch so far"),
+    MetricDoc(
+        POOL_CONNECTIONS,
+        "gauge",
+        (),
+        _WORKER,
+        "connections the worker's pool (STINT_POOL_SIZE) holds",
+    ),
+    MetricDoc(POOL_IDLE, "gauge", (), _WORKER, "pool connections idle now"),
+    MetricDoc(
+        POOL_REQUESTS_WAITING, "gauge", (), _WORKER, "statements waiting for a connection now"
+    ),
+    MetricDoc(POOL_REQUESTS, "counter", (), _WORKER, "connections borrowed from the pool"),
+    MetricDoc(
+        POOL_REQUESTS_QUEUED, "counter", (), _WORKER, "borrows that waited for a free connection"
+    ),
+    MetricDoc(
+        POOL_WAIT_SECONDS,
+        "counter",
+        (),
+        _WORKER,
+        "seconds spent waiting for a pool connection (`make bench` reports it per turn)",
+    ),
+    MetricDoc(
+        SAMPLER_LEADER, "gauge", (), _WORKER, "1 on the one worker elected to sample the queue"
+    ),
+    MetricDoc(QUEUE_READY_SESSIONS, "gauge", (), _SAMPLER, "sessions waiting for a slot"),
+    MetricDoc(QUEUE_QUEUED_TURNS, "gauge", (), _SAMPLER, "turns queued"),
+    MetricDoc(QUEUE_RUNNING_TURNS, "gauge", (), _SAMPLER, "turns running"),
+    MetricDoc(QUEUE_PARKED_TURNS, "gauge", (), _SAMPLER, "turns parked on a question"),
+    MetricDoc(
+        QUEUE_OLDEST_READY_SECONDS,
+        "gauge",
+        (),
+        _SAMPLER,
+        "age of the oldest ready session (absent when none is ready)",
+    ),
+    MetricDoc(
+        QUEUE_SAMPLE_AGE_SECONDS, "gauge", (), _SAMPLER, "seconds since the sample was taken"
+    ),
+    MetricDoc(FLEET_WORKERS, "gauge", (), _SAMPLER, "live workers"),
+    MetricDoc(FLEET_SLOTS, "gauge", (), _SAMPLER, "slots of live workers"),
+    MetricDoc(FLEET_SLOTS_BUSY, "gauge", (), _SAMPLER, "sessions held by a worker"),
+    MetricDoc(
+        QUOTA_REQUESTS,
+        "counter",
+        ("scope", "state"),
+        _SAMPLER,
+        "each quota scope's requests, exact and fleet-wide; state: reserved, reconciled, unknown",
+    ),
+    MetricDoc(
+        QUOTA_TOKENS,
+        "counter",
+        ("scope", "state"),
+        _SAMPLER,
+        "each quota scope's tokens; state: reserved, reconciled, refunded, debt, unknown",
+    ),
+    MetricDoc(
+        QUOTA_IN_FLIGHT,
+        "gauge",
+        ("scope", "unit"),
+        _SAMPLER,
+        "reserved and not yet settled; unit: requests, tokens",
+    ),
+    MetricDoc(
+        QUOTA_WINDOW,
+        "gauge",
+        ("scope", "unit"),
+        _SAMPLER,
+        "counted in the scope's window now; unit: requests, tokens",
+    ),
+    MetricDoc(
+        QUOTA_DEFERRALS, "counter", ("scope",), _SAMPLER, "turns handed back to wait for quota"
+    ),
+    MetricDoc(
+        API_REQUESTS,
+        "counter",
+        ("method", "route", "status"),
+        _API,
+        "HTTP requests answered; route is the template (`/v1/sessions/{session_id}`)",
+    ),
+    MetricDoc(
+        API_REQUEST_SECONDS,
+        "histogram",
+        ("method", "route"),
+        _API,
+        "HTTP request latency, to the response head (streams end later)",
+    ),
+    MetricDoc(API_EVENT_STREAMS, "gauge", (), _API, "Server-Sent Events streams open"),
+    MetricDoc(API_HUB_NOTIFICATIONS, "counter", (), _API, "notifications the LISTEN hub received"),
+    MetricDoc(API_HUB_RECONNECTS, "counter", (), _API, "times the hub lost its LISTEN connection"),
+)
+"""Every metric, in the order docs/reference/metrics.md lists them."""

@@ -15,7 +15,13 @@ from pathlib import Path
 import uvloop
 
 from stint.config.logs import bind_process_fields, setup_logging
-from stint.config.options import add_setting, overrides_from
+from stint.config.options import (
+    ExitCodes,
+    HelpFormatter,
+    add_setting,
+    exit_codes_epilog,
+    overrides_from,
+)
 from stint.config.settings import Settings, SettingsError, load_settings, unknown_variables
 from stint.config.target import resolve_store_config, workspace_dir
 from stint.store.config import ROLE_LISTEN, ROLE_WORKER, StoreConfig
@@ -63,9 +69,19 @@ _FIELDS = (
 )
 
 
+EXIT_CODES: ExitCodes = (
+    (0, "drained and stopped"),
+    (1, "cannot run (the database, a migration, the harness) or a service failed"),
+    (2, "bad configuration, or its STINT_WORKER_ID is in use by a live worker"),
+)
+"""What ``worker`` exits with (its ``--help`` and docs/reference/cli.md show them)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="worker",
+        formatter_class=HelpFormatter,
+        epilog=exit_codes_epilog(EXIT_CODES),
         description=(
             "Run one Stint worker: claim agent sessions from PostgreSQL through leased "
             "rows and run their turns in SLOTS concurrent slots. SIGTERM or SIGINT drains "

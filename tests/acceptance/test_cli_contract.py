@@ -1,4 +1,4 @@
-"""Acceptance: the CLI says what is true, and exits as the README says.
+"""Acceptance: the CLI says what is true, and exits as docs/reference/cli.md says.
 
 status (turns by status, dead workers, who to blame), tail of an unknown
 session and into a closed pipe, cancel --turn, check with parked turns and a

@@ -3,7 +3,7 @@ workers: sign in, read the overview and the workers, filter sessions, watch a
 turn's events arrive live, answer a parked question, cancel a running turn.
 
 Screenshots go to the test's folder; ``STINT_WRITE_SCREENSHOTS=1`` also
-writes them to docs/dashboard/ (the README shows them).
+writes them to docs/dashboard/ (docs/guide/observability.md shows them).
 """
 
 from __future__ import annotations

@@ -253,7 +253,8 @@ def test_the_references_between_manifests_resolve() -> None:
 
 
 def test_the_owner_migrates_and_prunes_and_the_workers_log_in_as_the_app_role() -> None:
-    """README, "Roles and secrets": one Secret key per role; each pod mounts its own."""
+    """docs/guide/security.md, "Database roles": one Secret key per role; each pod mounts
+    its own."""
     secret = MANIFESTS["Secret/stint-database"]
     assert set(secret["stringData"]) == {"owner-url", "app-url"}
     assert _database_key("Job/stint-migrate") == "owner-url"

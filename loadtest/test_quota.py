@@ -72,6 +72,7 @@ async def test_quota_soak_keeps_exact_books_under_binding_limits(
         }
         write_quotas(DOCS, figures)
         assert run.books_exact(), figures["scopes"]
+        assert run.within_limits(), figures["provider_busiest_window"]
         assert report.passed, failed
     finally:
         await pool.close()

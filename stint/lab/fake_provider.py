@@ -31,7 +31,7 @@ from typing import Any
 
 from stint.lab.fake_script import DEMO_SCRIPT, FakePlan, FakeScript
 
-__all__ = ["FakeProvider", "Fault", "RequestRecord", "main"]
+__all__ = ["FakeProvider", "Fault", "RequestRecord", "busiest_window", "main"]
 
 _REASONS = {
     200: "OK",
@@ -147,6 +147,15 @@ class FakeProvider:
             tally["tokens"] = tally.get("tokens", 0) + (record.tokens if outcome == "ok" else 0)
         return found
 
+    def busiest(self, window: float) -> dict[str, dict[str, int]]:
+        """Per API key: the most requests, and the most reported tokens, that
+        arrived here in any ``window`` seconds (by arrival time: what a provider's
+        own rate limiter would count)."""
+        by_key: dict[str, list[RequestRecord]] = {}
+        for record in self.requests():
+            by_key.setdefault(record.api_key, []).append(record)
+        return {key: busiest_window(records, window) for key, records in by_key.items()}
+
     def _queue(self, times: int, fault: Fault) -> None:
         with self._lock:
             self._faults.extend([fault] * times)
@@ -226,6 +235,10 @@ class FakeProvider:
         body = await reader.readexactly(int(headers.get("content-length", "0")))
         if method == "GET" and path.rstrip("/").endswith("/_fake/counts"):
             await _send_json(writer, 200, self.counts())
+            return True
+        if method == "GET" and "/_fake/busiest" in path:
+            window = float(path.partition("window=")[2] or 60)
+            await _send_json(writer, 200, self.busiest(window))
             return True
         if method == "GET" and path.rstrip("/").endswith("/_fake/requests"):
             log = [asdict(r) for r in self.requests()]
@@ -403,6 +416,23 @@ def _completion(plan: FakePlan, request: dict[str, Any]) -> dict[str, Any]:
         "choices": [{"index": 0, "message": message, "finish_reason": plan.finish_reason}],
         "usage": _usage(plan),
     }
+
+
+def busiest_window(records: list[RequestRecord], window: float) -> dict[str, int]:
+    """The most requests, and the most reported tokens, arriving in any window of
+    ``window`` seconds (each window starting at an arrival: where a maximum
+    always starts), in one pass over the arrivals in order."""
+    arrivals = sorted((r.at, r.tokens) for r in records)
+    most_requests = most_tokens = tokens = 0
+    start = 0
+    for end, (at, spent) in enumerate(arrivals):
+        tokens += spent
+        while arrivals[start][0] <= at - window:
+            tokens -= arrivals[start][1]
+            start += 1
+        most_requests = max(most_requests, end - start + 1)
+        most_tokens = max(most_tokens, tokens)
+    return {"requests": most_requests, "tokens": most_tokens}
 
 
 def main(argv: list[str] | None = None) -> int:

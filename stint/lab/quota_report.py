@@ -46,6 +46,16 @@ def _scale_note(plan: dict[str, Any]) -> list[str]:
     ]
 
 
+def _most(figures: dict[str, Any], what: str) -> str:
+    busiest = figures.get("provider_busiest_window") or {}
+    return f"{max(b[what] for b in busiest.values()):,}" if busiest else _NOT_MEASURED
+
+
+def _window(figures: dict[str, Any], key: str) -> str:
+    busiest = (figures.get("provider_busiest_window") or {}).get(key)
+    return _NOT_MEASURED if busiest is None else f"{busiest['requests']:,}, {busiest['tokens']:,}"
+
+
 def render_quotas(figures: dict[str, Any]) -> str:
     plan = figures["plan"]
     rss = figures["worker_rss_mib"]
@@ -68,6 +78,10 @@ def render_quotas(figures: dict[str, Any]) -> str:
         f"- Books exact: **{figures['books_exact']}** (at rest every scope's reserved = "
         "reconciled + refunded - debt + unknown, nothing in flight, and its requests and "
         "reconciled tokens equal the provider's own count for its API key).",
+        f"- At the provider's door (by arrival time): the busiest {plan['window_seconds']:g} s "
+        f"window of any scope held **{_most(figures, 'requests')} requests** (limit "
+        f"{plan['rpm']:,}) and {_most(figures, 'tokens')} tokens (limit {plan['tpm']:,}); "
+        f"within the limits: **{figures.get('within_limits_at_the_provider')}**.",
         f"- Checks: {figures['checks_summary']}.",
         f"- Worker RSS (MiB) after {plan['warmup_share']:.0%} of the turns: "
         f"{rss['after_warmup']}; at the end: {rss['at_end']}; growth: {rss['growth']}.",
@@ -82,8 +96,9 @@ def render_quotas(figures: dict[str, Any]) -> str:
         "## Books per scope",
         "",
         "| scope | requests reserved | reconciled | unknown | tokens reserved | reconciled "
-        "| refunded | debt | unknown | deferrals | provider saw (requests, tokens) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| refunded | debt | unknown | deferrals | provider saw (requests, tokens) "
+        "| busiest window at the provider (requests, tokens) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for scope in figures["scopes"]:
         r, t = scope["requests"], scope["tokens"]
@@ -92,7 +107,8 @@ def render_quotas(figures: dict[str, Any]) -> str:
         lines.append(
             f"| {scope['scope']} | {r['reserved']:,} | {r['reconciled']:,} | {r['unknown']:,} "
             f"| {t['reserved']:,} | {t['reconciled']:,} | {t['refunded']:,} | {t['debt']:,} "
-            f"| {t['unknown']:,} | {scope['deferrals']:,} | {saw:,}, {seen.get('tokens', 0):,} |"
+            f"| {t['unknown']:,} | {scope['deferrals']:,} | {saw:,}, {seen.get('tokens', 0):,} "
+            f"| {_window(figures, scope['key'])} |"
         )
     lines += ["", f"Raw figures: `docs/load/quotas.json` (schema {SCHEMA_VERSION}).", ""]
     return "\n".join(lines)

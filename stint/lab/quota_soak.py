@@ -67,6 +67,17 @@ class QuotaRun:
     provider: dict[str, dict[str, int]] = field(default_factory=dict)
     waits_in_place: list[float] = field(default_factory=list)
     deferral_waits: list[float] = field(default_factory=list)
+    # Per API key, the busiest window by arrival time at the provider's door.
+    busiest: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def within_limits(self) -> bool:
+        """No scope's busiest window at the provider held more than it allows."""
+        return all(
+            (b := self.busiest.get(scope["key"])) is not None
+            and b["requests"] <= self.plan.rpm
+            and b["tokens"] <= self.plan.tpm
+            for scope in self.scopes
+        )
 
     @property
     def items_per_second(self) -> float | None:
@@ -103,6 +114,8 @@ class QuotaRun:
             "scopes": self.scopes,
             "provider_counts": self.provider,
             "books_exact": self.books_exact(),
+            "provider_busiest_window": self.busiest,
+            "within_limits_at_the_provider": self.within_limits(),
             "worker_rss_mib": {
                 "after_warmup": self.rss_mib_after_warmup,
                 "at_end": self.rss_mib_at_end,
@@ -173,6 +186,7 @@ class QuotaSoak:
             finally:
                 stop_workers(procs)
             result.provider = await asyncio.to_thread(_counts, url)
+            result.busiest = await asyncio.to_thread(_busiest, url, plan.window_seconds)
         books = {q.scope: quota_json(q) for q in await self.quotas.quota_list()}
         result.scopes = [{**books[scope], "key": key} for scope, key in keys.items()]
         result.waits_in_place, result.deferral_waits = await self.probe.quota_waits()
@@ -242,6 +256,13 @@ def _counts(url: str) -> dict[str, dict[str, int]]:
     with urlopen(f"{url}/_fake/counts", timeout=30) as answer:
         counts: dict[str, dict[str, int]] = json.loads(answer.read())
     return counts
+
+
+def _busiest(url: str, window: float) -> dict[str, dict[str, int]]:
+    """The fake provider's busiest window per API key, by arrival time."""
+    with urlopen(f"{url}/_fake/busiest?window={window}", timeout=60) as answer:
+        busiest: dict[str, dict[str, int]] = json.loads(answer.read())
+    return busiest
 
 
 def _rss(procs: list[subprocess.Popen[bytes]]) -> list[float]:

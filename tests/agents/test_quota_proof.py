@@ -21,7 +21,7 @@ from uuid import UUID
 
 import pytest
 
-from stint.lab.fake_provider import FakeProvider, RequestRecord
+from stint.lab.fake_provider import FakeProvider, RequestRecord, busiest_window
 from stint.lab.fake_script import LOAD_SCRIPT
 from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
@@ -43,19 +43,6 @@ TURNS = 160
 SCOPES = {"scope-a": "sk-quota-a-0123456789", "scope-b": "sk-quota-b-0123456789"}
 # Long user messages, so the tokens bind as well as the requests (about 400 a request).
 MESSAGE = "Please note this down. " + "lorem ipsum dolor sit amet " * 45
-
-
-def _busiest_window(requests: list[RequestRecord], window: float = WINDOW) -> tuple[int, int]:
-    """The most requests, and the most tokens, in any window of ``window`` seconds
-    by arrival time at the provider (each window starting at a request: where a
-    maximum always starts)."""
-    times = sorted((r.at, r.tokens) for r in requests)
-    most_requests = most_tokens = 0
-    for i, (start, _) in enumerate(times):
-        inside = [tokens for at, tokens in times[i:] if at < start + window]
-        most_requests = max(most_requests, len(inside))
-        most_tokens = max(most_tokens, sum(inside))
-    return most_requests, most_tokens
 
 
 async def _scopes(quotas: QuotaStore) -> dict[str, QuotaScope]:
@@ -127,7 +114,8 @@ async def test_two_scopes_stay_within_their_windows_and_the_books_balance(
 
     for scope, requests in seen.items():
         # The provider's view: no window of the scope ever held more than its limits.
-        most_requests, most_tokens = _busiest_window(requests)
+        busiest = busiest_window(requests, WINDOW)
+        most_requests, most_tokens = busiest["requests"], busiest["tokens"]
         print(f"{scope}: busiest {WINDOW:g}s window {most_requests} requests, {most_tokens} tokens")
         assert most_requests <= RPM and most_tokens <= TPM, scope
         # The books: exact, at rest, and request by request what the provider saw.
@@ -207,7 +195,7 @@ async def test_a_hard_binding_scope_is_never_exceeded_at_the_providers_door(
             worker.signal(signal.SIGTERM)
         assert [w.wait() for w in workers] == [0] * 3
     log = fake.requests()
-    busiest, _ = _busiest_window(log, window)
+    busiest = busiest_window(log, window)["requests"]
     print(f"hard scope {rpm}/{window:g}s: {len(log)} requests, busiest window {busiest}")
     assert busiest <= rpm
     [s] = await quotas.quota_list("hard")

@@ -17,6 +17,7 @@ ROOT = Path(__file__).parents[2]
 README = (ROOT / "README.md").read_text()
 GUIDES = sorted((ROOT / "docs/guide").glob("*.md"))
 
+
 # Reports the lead's rename branch moves under docs/load/ (benchmarks.md, quotas.md,
 # controls.md from docs/): linked at their new home, absent until that branch is merged.
 def _blocks(text: str, lang: str) -> list[str]:

@@ -13,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from stint.store.batch import Late, now
+from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart, Work
+from stint.store.quotas import QuotaStore
 from stint.store.runtime import EventSpec
 from stint.store.vocabulary import (
     ControlAction,
@@ -65,6 +68,15 @@ class FakeWorkerStore:
         self.deferred: list[tuple[UUID, str, float]] = []
         self.renewals = 0
         self.renew_error: BaseException | None = None
+        self.while_renewing: Callable[[], None] = lambda: None  # e.g. the clock moves on
+
+    @property
+    def conversation(self) -> ConversationStore:
+        raise NotImplementedError("the fake keeps no conversation memory")
+
+    @property
+    def quotas(self) -> QuotaStore:
+        raise NotImplementedError("the fake reserves no provider quota")
 
     # -- test setup ----------------------------------------------------------
 
@@ -126,7 +138,7 @@ class FakeWorkerStore:
         return None
 
     def _claim(self, owner: str, limit: int, *, but: UUID | None = None) -> list[Work]:
-        works = []
+        works: list[Work] = []
         for session in self.sessions.values():
             if len(works) == limit:
                 break
@@ -142,14 +154,15 @@ class FakeWorkerStore:
         return works
 
     async def turns_claim(
-        self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
+        self, *, owner: str, pins: Sequence[str], limit: int | Late[int], lease_seconds: float
     ) -> list[Work]:
-        return self._claim(owner, limit)
+        return self._claim(owner, now(limit))
 
     async def leases_renew(
         self, *, owner: str, pid: int, claims: Sequence[Claim], lease_seconds: float
     ) -> dict[UUID, ControlRequest | None]:
         self.renewals += 1
+        self.while_renewing()
         if self.renew_error is not None:
             raise self.renew_error
         kept: dict[UUID, ControlRequest | None] = {}
@@ -209,12 +222,13 @@ class FakeWorkerStore:
         output: Any,
         error: str | None,
         events: Sequence[EventSpec],
-        release: bool,
+        release: bool | Late[bool],
         reason: str | None = None,
-        claim_next: bool = False,
+        claim_next: bool | Late[bool] = False,
         pins: Sequence[str] = (),
         lease_seconds: float = 30.0,
     ) -> FinishResult:
+        release, claim_next = now(release), now(claim_next)
         session = self._fenced(claim)
         turn = next(t for t in session.turns if t.id == turn_id)
         turn.status = status

@@ -14,13 +14,17 @@ wrote nothing; the slot still waits until its write is committed before it
 acts on it. If any statement of a batch fails, the whole transaction rolls
 back and each statement of it is run again alone, so one bad statement fails
 only its own caller.
+
+A statement may wait long between its call and its sending (for a connection,
+through an outage): a parameter that must be true when the statement runs, not
+when it was queued, is passed as ``Late`` and read as the statement is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -34,11 +38,34 @@ from stint.store.interleave import current_gate
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 
-__all__ = ["BatchStats", "StatementBatcher"]
+__all__ = ["BatchStats", "Late", "StatementBatcher", "now"]
 
 log = logging.getLogger("stint.store")
 
 R = TypeVar("R")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Late(Generic[T]):
+    """A statement parameter read as the statement is sent, not when it is queued.
+
+    A worker decides at the call whether the statement may claim (it has not
+    fenced itself); a statement that then waits through an outage for a
+    connection runs after the fence fell, and what it claimed is handed back
+    unrun, an attempt spent for nothing. ``Late(may_claim)`` asks again at the
+    sending."""
+
+    read: Callable[[], T]
+
+
+def now(value: T | Late[T]) -> T:
+    """A parameter's value as it is now (a ``Late`` one read)."""
+    return value.read() if isinstance(value, Late) else value
+
+
+def _sent(params: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: now(v) for k, v in params.items()}
 
 
 @dataclass
@@ -191,13 +218,12 @@ async def _pipelined(conn: AsyncConnection[TupleRow], batch: list[_Pending[Any]]
     cursors = []
     async with conn.transaction(), conn.pipeline():
         for pending in batch:
+            params = _sent(pending.params)
             if pending.prelude is not None:
-                await run_numbered(
-                    conn, pending.prelude, pending.params, tuple_row, interleave=False
-                )
+                await run_numbered(conn, pending.prelude, params, tuple_row, interleave=False)
             cursors.append(
                 await run_numbered(
-                    conn, pending.name, pending.params, class_row(pending.row), interleave=False
+                    conn, pending.name, params, class_row(pending.row), interleave=False
                 )
             )
     return [

@@ -21,7 +21,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from stint.store.batch import StatementBatcher
+from stint.store.batch import Late, StatementBatcher
 from stint.store.config import StoreConfig
 from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost, WorkerIdInUse
@@ -193,9 +193,10 @@ class SqlWorkerStore:
             await execute(conn, "workers_set_state", **params)
 
     async def turns_claim(
-        self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
+        self, *, owner: str, pins: Sequence[str], limit: int | Late[int], lease_seconds: float
     ) -> list[Work]:
-        """Claim up to ``limit`` sessions and start each one's next turn."""
+        """Claim up to ``limit`` sessions and start each one's next turn (a ``Late``
+        limit is read as the claim is sent)."""
         params = {
             "owner": owner,
             "pins": list(pins),
@@ -303,16 +304,17 @@ class SqlWorkerStore:
         output: Any,
         error: str | None,
         events: Sequence[EventSpec],
-        release: bool,
+        release: bool | Late[bool],
         reason: str | None = None,
-        claim_next: bool = False,
+        claim_next: bool | Late[bool] = False,
         pins: Sequence[str] = (),
         lease_seconds: float = 30.0,
     ) -> FinishResult:
         """Finish a turn and find the slot's next work in the same statement: the
         same session's next turn when more are queued and ``release`` is false;
         otherwise the session is released and, with ``claim_next``, another
-        session is claimed (under ``pins``, for ``lease_seconds``)."""
+        session is claimed (under ``pins``, for ``lease_seconds``). ``Late``
+        flags are read as the statement is sent."""
         row = await self._fenced(
             "turns_finish",
             claim,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from stint.store.backoff import Backoff
+from stint.store.batch import Late
 from stint.store.errors import StoreError
 from stint.store.models import TurnStart
 from stint.worker.failpoints import failpoint
@@ -74,7 +75,12 @@ class Claimer(Service):
         with span(SPAN_CLAIM, worker_id=self._owner, free_slots=free) as current:
             started = time.perf_counter()
             works = await self._store.turns_claim(
-                owner=self._owner, pins=self._pins, limit=free, lease_seconds=self._lease_seconds
+                owner=self._owner,
+                pins=self._pins,
+                # Read as the claim is sent: one that waited through an outage for a
+                # connection claims nothing if the worker fenced itself meanwhile.
+                limit=Late(lambda: free if self._may_write() else 0),
+                lease_seconds=self._lease_seconds,
             )
             record_claim(time.perf_counter() - started, claimed=len(works))
             current.set_attribute("claimed", len(works))

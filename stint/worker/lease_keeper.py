@@ -5,7 +5,9 @@ held sessions; a session missing from the answer was taken over, and its slot
 is cancelled without another write. The renewal also brings any cancel or
 interrupt request a missed notification did not deliver. If renewals fail for
 a whole lease, ``may_write`` turns false: the worker fences itself, because
-another worker may already hold its sessions.
+another worker may already hold its sessions. A renewal counts from when it was
+sent, so the next one is due a third of a lease after that: one that waited
+long for a connection (PostgreSQL coming back) is followed at once.
 """
 
 from __future__ import annotations
@@ -61,6 +63,13 @@ class LeaseKeeper(Service):
         """Seconds since the last renewal was sent (and succeeded)."""
         return self._clock() - self.last_renewal
 
+    def next_delay(self) -> float:
+        """Seconds until the next renewal is due: a third of a lease after the last
+        successful one was sent. Counted from its landing instead, a renewal that
+        had waited most of that third for a connection left the fence to fall
+        before the next one landed, and a turn claimed meanwhile lost its slot."""
+        return max(0.0, self.last_renewal + self._lease_seconds / 3 - self._clock())
+
     async def run_once(self) -> None:
         """Renew once; cancel lost slots and pass on control requests.
         Raises ``StoreError`` when the renewal fails."""
@@ -94,11 +103,15 @@ class LeaseKeeper(Service):
 
     async def run(self) -> None:
         interval = self._lease_seconds / 3
+        delay = interval
         while True:
-            await self._wakeup.sleep(interval)  # a control NOTIFY renews at once
+            await self._wakeup.sleep(delay)  # a control NOTIFY renews at once
             try:
                 await self.run_once()
             except StoreError as exc:
                 record_renewal(ok=False)
                 self._health.renewal_failed()
                 log.warning("lease renewal failed: %s", exc)
+                delay = interval
+            else:
+                delay = self.next_delay()

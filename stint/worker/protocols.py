@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 from uuid import UUID
 
+from stint.store.batch import Late
 from stint.store.conversation import ConversationStore
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, Work
 from stint.store.quotas import QuotaStore
@@ -52,7 +53,7 @@ class WorkerStore(Protocol):
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None: ...
 
     async def turns_claim(
-        self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
+        self, *, owner: str, pins: Sequence[str], limit: int | Late[int], lease_seconds: float
     ) -> list[Work]: ...
 
     async def leases_renew(
@@ -96,9 +97,9 @@ class WorkerStore(Protocol):
         output: Any,
         error: str | None,
         events: Sequence[EventSpec],
-        release: bool,
+        release: bool | Late[bool],
         reason: str | None = None,
-        claim_next: bool = False,
+        claim_next: bool | Late[bool] = False,
         pins: Sequence[str] = (),
         lease_seconds: float = 30.0,
     ) -> FinishResult: ...

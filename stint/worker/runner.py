@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stint.config.logs import log_fields
+from stint.store.batch import Late
 from stint.store.errors import LeaseLost, StoreError
 from stint.store.models import Claim, ControlRequest, FinishResult, TurnStart
 from stint.store.vocabulary import EventKind, TurnStatus
@@ -161,7 +162,6 @@ class SessionRunner:
                 return None
             current.set_attribute("status", outcome.status)
             held.releasing = True  # finishing releases the lease when nothing is queued
-            stopping = self._stopping()
             finished = await self._store.turns_finish(
                 claim,
                 turn_id=turn.turn_id,
@@ -169,10 +169,15 @@ class SessionRunner:
                 output=outcome.output,
                 error=outcome.error,
                 events=[(outcome.kind, _terminal_payload(outcome, turn))],
-                release=stopping or self._should_yield(nth, claimed_at),
+                # A worker that fenced itself (or stops) starts no next turn: it keeps
+                # no lease and claims nothing, here as in the claimer. Read as the
+                # finish is sent: it may have waited through an outage for a
+                # connection, and the fence may have fallen meanwhile.
+                release=Late(
+                    lambda: not self._may_continue() or self._should_yield(nth, claimed_at)
+                ),
                 reason=outcome.reason,
-                # A worker that fenced itself claims nothing, here as in the claimer.
-                claim_next=not stopping and self._may_write(),
+                claim_next=Late(self._may_continue),
                 pins=self._pins,
                 lease_seconds=self._lease_seconds,
             )
@@ -195,6 +200,10 @@ class SessionRunner:
                 record_turn_started(following.turn.queue_wait)
             failpoint("after_turn_finish")
             return finished
+
+    def _may_continue(self) -> bool:
+        """May this slot start another turn: not stopping, and not fenced."""
+        return not self._stopping() and self._may_write()
 
     def _should_yield(self, turns: int, claimed_at: float) -> bool:
         """Give the session up (back to the end of the line) after this claim's

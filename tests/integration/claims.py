@@ -1,9 +1,15 @@
-"""Claiming a session the way a worker's claimer does, for store-level tests."""
+"""Claiming a session the way a worker's claimer does, and running it the way a
+slot does, for store-level tests."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from stint.store.models import Claim, TurnStart
 from stint.store.worker_store import SqlWorkerStore
+from stint.worker.harness import Harness
+from stint.worker.runner import Limits, SessionRunner
+from stint.worker.slots import Held
 
 
 async def claim_one(
@@ -13,3 +19,19 @@ async def claim_one(
     [work] = await runtime.turns_claim(owner=owner, pins=[], limit=1, lease_seconds=lease_seconds)
     assert work.turn is not None
     return work.claim, work.turn
+
+
+def slot_runner(
+    runtime: SqlWorkerStore, harness: Harness, *, may_write: Callable[[], bool]
+) -> SessionRunner:
+    """A slot's runner over ``runtime``, fenced by ``may_write`` (never stopping)."""
+    return SessionRunner(
+        store=runtime,
+        harness=harness,
+        limits=Limits(turn_timeout=30, max_turns_per_claim=100, max_claim_seconds=60),
+        may_write=may_write,
+        stopping=lambda: False,
+        switch=lambda held, new: Held(new),
+        pins=[],
+        lease_seconds=30,
+    )

@@ -21,9 +21,8 @@ from stint.store.controls import ControlStore
 from stint.store.pool import Pool
 from stint.store.vocabulary import ControlAction, EventKind, TurnStatus
 from stint.store.worker_store import SqlWorkerStore
-from stint.worker.runner import Limits, SessionRunner
 from stint.worker.slots import Held
-from tests.integration.claims import claim_one
+from tests.integration.claims import claim_one, slot_runner
 from tests.interleaving import Interleaver
 from tests.workers import fetch
 
@@ -176,16 +175,7 @@ async def test_a_worker_that_fenced_itself_takes_no_lease_through_its_finish(
     claim, turn = await claim_one(runtime, "w1")
     assert claim.session_id == first.session_id
     fenced = asyncio.Event()
-    runner = SessionRunner(
-        store=runtime,
-        harness=_Harness(fenced),
-        limits=Limits(turn_timeout=30, max_turns_per_claim=100, max_claim_seconds=60),
-        may_write=lambda: not fenced.is_set(),
-        stopping=lambda: False,
-        switch=lambda held, new: Held(new),
-        pins=[],
-        lease_seconds=30,
-    )
+    runner = slot_runner(runtime, _Harness(fenced), may_write=lambda: not fenced.is_set())
     await runner.run(Held(claim), turn)
 
     status, owner, queued = await _session_row(pool, other.session_id)
@@ -204,16 +194,7 @@ async def test_a_claim_that_commits_as_the_worker_fences_itself_is_handed_back(
     runtime = SqlWorkerStore(db.config, pool, concurrency=1)
     queued = await client.turns_enqueue(session_id=None, idempotency_key="a", turn_input={})
     claim, turn = await claim_one(runtime, "w1")
-    runner = SessionRunner(
-        store=runtime,
-        harness=_Harness(asyncio.Event()),
-        limits=Limits(turn_timeout=30, max_turns_per_claim=100, max_claim_seconds=60),
-        may_write=lambda: False,
-        stopping=lambda: False,
-        switch=lambda held, new: Held(new),
-        pins=[],
-        lease_seconds=30,
-    )
+    runner = slot_runner(runtime, _Harness(asyncio.Event()), may_write=lambda: False)
     held = Held(claim)
     await runner.run(held, turn)
     assert held.lost

@@ -5,9 +5,7 @@ queued turns, steps and a write log. Every write checks the fence like the
 real statements do and raises ``LeaseLost`` when it fails, so the services
 can be driven through lease loss, controls and drains without a database.
 The SQL itself is tested against real PostgreSQL elsewhere; nothing here
-tries to imitate it beyond the fence. Conversation memory and provider quotas
-are not kept: those stores are tested against PostgreSQL, and the services never
-touch them (only a harness does, through its ``TurnContext``).
+tries to imitate it beyond the fence.
 """
 
 from __future__ import annotations
@@ -15,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
+from stint.store.batch import Late, now
 from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart, Work
@@ -32,9 +31,6 @@ from stint.store.vocabulary import (
     WorkerState,
 )
 from stint.store.worker_store import EventSpec
-
-if TYPE_CHECKING:
-    from stint.worker.protocols import WorkerStore
 
 
 @dataclass
@@ -72,6 +68,15 @@ class FakeWorkerStore:
         self.deferred: list[tuple[UUID, str, float]] = []
         self.renewals = 0
         self.renew_error: BaseException | None = None
+        self.while_renewing: Callable[[], None] = lambda: None  # e.g. the clock moves on
+
+    @property
+    def conversation(self) -> ConversationStore:
+        raise NotImplementedError("the fake keeps no conversation memory")
+
+    @property
+    def quotas(self) -> QuotaStore:
+        raise NotImplementedError("the fake reserves no provider quota")
 
     # -- test setup ----------------------------------------------------------
 
@@ -97,18 +102,6 @@ class FakeWorkerStore:
         return self.sessions[session_id].turns[index]
 
     # -- the WorkerStore protocol --------------------------------------------
-
-    @property
-    def conversation(self) -> ConversationStore:
-        raise NotImplementedError(
-            "the fake store keeps no conversation: use the real store on the test database"
-        )
-
-    @property
-    def quotas(self) -> QuotaStore:
-        raise NotImplementedError(
-            "the fake store keeps no quota books: use the real store on the test database"
-        )
 
     def _fenced(self, claim: Claim) -> FakeSession:
         session = self.sessions[claim.session_id]
@@ -161,14 +154,15 @@ class FakeWorkerStore:
         return works
 
     async def turns_claim(
-        self, *, owner: str, pins: Sequence[str], limit: int, lease_seconds: float
+        self, *, owner: str, pins: Sequence[str], limit: int | Late[int], lease_seconds: float
     ) -> list[Work]:
-        return self._claim(owner, limit)
+        return self._claim(owner, now(limit))
 
     async def leases_renew(
         self, *, owner: str, pid: int, claims: Sequence[Claim], lease_seconds: float
     ) -> dict[UUID, ControlRequest | None]:
         self.renewals += 1
+        self.while_renewing()
         if self.renew_error is not None:
             raise self.renew_error
         kept: dict[UUID, ControlRequest | None] = {}
@@ -228,12 +222,13 @@ class FakeWorkerStore:
         output: Any,
         error: str | None,
         events: Sequence[EventSpec],
-        release: bool,
+        release: bool | Late[bool],
         reason: str | None = None,
-        claim_next: bool = False,
+        claim_next: bool | Late[bool] = False,
         pins: Sequence[str] = (),
         lease_seconds: float = 30.0,
     ) -> FinishResult:
+        release, claim_next = now(release), now(claim_next)
         session = self._fenced(claim)
         turn = next(t for t in session.turns if t.id == turn_id)
         turn.status = status
@@ -288,12 +283,6 @@ class FakeWorkerStore:
         self._release(session)
         self.released.append((claim.session_id, turn_id, reason))
         return requeued
-
-
-if TYPE_CHECKING:
-    # mypy checks the fake against the Protocol, member by member and signature by
-    # signature, even where no test passes it to a service.
-    _conforms: WorkerStore = FakeWorkerStore()
 
 
 class FakeNotifications:

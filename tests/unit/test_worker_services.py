@@ -209,6 +209,25 @@ async def test_renewals_keep_the_worker_allowed_to_write() -> None:
     assert not rig.keeper.may_write()
 
 
+async def test_the_next_renewal_is_due_a_third_of_a_lease_after_the_last_was_sent() -> None:
+    store = FakeWorkerStore()
+    rig = Rig(store)  # lease 30 s: renewals every 10 s
+    rig.now = 5.0
+    await rig.keeper.run_once()
+    assert rig.keeper.next_delay() == 10.0
+
+    def waited_for_a_connection() -> None:
+        rig.now += 25.0  # PostgreSQL came back just before the renewal's deadline
+
+    store.while_renewing = waited_for_a_connection
+    rig.now = 20.0
+    await rig.keeper.run_once()
+    assert rig.now == 45.0 and rig.keeper.renewal_age() == 25.0
+    # Due at once (at 30, a third of a lease after it was sent): a third after it
+    # landed (55) would pass the moment the worker fences itself (50).
+    assert rig.keeper.next_delay() == 0.0
+
+
 async def test_notifications_wake_the_right_service() -> None:
     store = FakeWorkerStore()
     sid = store.add_session({"gate": "slow"})

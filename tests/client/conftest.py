@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -16,43 +14,16 @@ import pytest_asyncio
 
 from stint.client import AsyncClient, Client, Event
 from stint.client.retry import FollowPolicy, RetryPolicy
-from stint.postgres.scratch import ScratchTarget
-from stint.store.keys import KeyStore
 from stint.store.pool import Pool
-from tests.api.conftest import ApiServer, start_api
+
+# The fixtures "api" (a stint api process) and "keys" (of tenants a and b), as the
+# API's own tests have them (imported here so pytest finds them for these tests).
+from tests.api.conftest import ApiServer, Keys, api, keys  # noqa: F401
 from tests.workers import fetch
 
 # Short waits, so tests that make the client retry do not idle for seconds.
 FAST_RETRY = RetryPolicy(attempts=4, first=0.05, cap=0.2)
 FAST_FOLLOW = FollowPolicy(first=0.05, cap=0.5, give_up_after=120.0)
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def api(db: ScratchTarget, tmp_path: Path) -> AsyncIterator[ApiServer]:
-    server = await start_api(db, tmp_path / "api.log")
-    try:
-        yield server
-    finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.wait()
-
-
-@dataclass(frozen=True)
-class Keys:
-    a: str
-    a_read_only: str
-    b: str
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def keys(db: ScratchTarget, pool: Pool) -> Keys:
-    store = KeyStore(db.config, pool)
-    return Keys(
-        a=(await store.keys_create(tenant="a")).token,
-        a_read_only=(await store.keys_create(tenant="a", read_only=True)).token,
-        b=(await store.keys_create(tenant="b")).token,
-    )
 
 
 class Either:
@@ -132,7 +103,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def stint(kind: str, api: ApiServer, keys: Keys) -> AsyncIterator[Either]:
+async def stint(kind: str, api: ApiServer, keys: Keys) -> AsyncIterator[Either]:  # noqa: F811
     """Tenant a's writer key, through the sync or the async client."""
     either = Either(make_client(kind, api.base_url, keys.a))
     try:

@@ -25,8 +25,8 @@ from stint.client import (
 )
 from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
-from tests.api.conftest import ApiServer, bearer, start_api
-from tests.client.conftest import Either, Keys, event_log, make_client, seqs_and_kinds
+from tests.api.conftest import ApiServer, Keys, bearer, start_api
+from tests.client.conftest import Either, event_log, make_client, seqs_and_kinds
 from tests.polling import wait_until
 from tests.workers import Cluster
 
@@ -94,31 +94,48 @@ async def test_follow_delivers_every_event_once_across_the_api_killed_and_restar
     cluster.start_worker(slots=1)
     client = Either(make_client(kind, api.base_url, keys.a))
     servers = [api]
+
+    async def restart() -> None:
+        servers.append(await start_api(db, tmp_path / "api.log", port=api.port))
+
+    def kill() -> None:
+        servers[-1].proc.kill()
+        assert servers[-1].proc.wait() == -9
+
     try:
         session = await client.call("create_session")
-        for _ in range(8):
-            await client.call("enqueue", session.id, {"min_wait_ms": 30})
+        # Turns 1-2 run through; turn 3 waits at gate "mid" after its tool; turns 4-8 run
+        # through; turn 9 waits at gate "last". The gates make the kill points certain.
+        for n in range(1, 9):
+            turn_input: dict[str, Any] = {"min_wait_ms": 20}
+            if n == 3:
+                turn_input["gate"] = "mid"
+            await client.call("enqueue", session.id, turn_input)
         last = await client.call("enqueue", session.id, {"min_wait_ms": 0, "gate": "last"})
-        held = 8 * EVENTS_PER_TURN + 3  # the last turn waits at its gate after its tool
+        at_mid = 2 * EVENTS_PER_TURN + 3
+        at_last = 8 * EVENTS_PER_TURN + 3
         follower = Background(client.client, session.id, turn_id=last.turn_id)
 
-        # Kill 1: mid-stream, while the worker is still running turns.
-        await wait_until(lambda: follower.has(6), what="the follower has 6 events")
-        servers[-1].proc.kill()
-        assert servers[-1].proc.wait() == -9
+        # Kill 1: while events flow (the worker is running turns 1-3).
+        await wait_until(lambda: follower.has(3), what="the follower has 3 events")
+        kill()
         killed_at = len(follower.received)
-        assert killed_at < held
-        # The worker goes on while the API is down; what it appends is delivered after.
-        await wait_until(lambda: _logged(pool, session.id, held), what="the worker's events")
-        servers.append(await start_api(db, tmp_path / "api.log", port=api.port))
-        await wait_until(lambda: follower.has(held), what="the follower caught up")
+        await wait_until(lambda: _logged(pool, session.id, at_mid), what="turn 3 at its gate")
+        await restart()
+        await wait_until(lambda: follower.has(at_mid), what="the follower caught up (mid)")
 
-        # Kill 2: the stream idle at the gate; the turn ends while the API is down.
-        servers[-1].proc.kill()
-        assert servers[-1].proc.wait() == -9
+        # Kill 2: the stream idle at gate "mid"; turns 3-8 run while the API is down.
+        kill()
+        cluster.open_gate("mid")
+        await wait_until(lambda: _logged(pool, session.id, at_last), what="turn 9 at its gate")
+        await restart()
+        await wait_until(lambda: follower.has(at_last), what="the follower caught up (last)")
+
+        # Kill 3: idle at gate "last"; the awaited turn ends while the API is down.
+        kill()
         cluster.open_gate("last")
-        await wait_until(lambda: _logged(pool, session.id, held + 1), what="the turn's end")
-        servers.append(await start_api(db, tmp_path / "api.log", port=api.port))
+        await wait_until(lambda: _logged(pool, session.id, at_last + 1), what="the turn's end")
+        await restart()
         await asyncio.wait_for(follower.done, timeout=60)
     finally:
         for server in servers[1:]:
@@ -127,11 +144,11 @@ async def test_follow_delivers_every_event_once_across_the_api_killed_and_restar
         await client.close()
 
     log = await event_log(pool, session.id)
-    assert [seq for seq, _ in log] == list(range(1, held + 2))
+    assert [seq for seq, _ in log] == list(range(1, at_last + 2))
     assert seqs_and_kinds(follower.received) == log  # each once, in order, none skipped
     assert follower.received[-1].turn_id == last.turn_id
     assert follower.received[-1].kind == EventKind.TURN_COMPLETED
-    assert 6 <= killed_at < held and follower.reconnects >= 2
+    assert 3 <= killed_at <= at_mid and follower.reconnects >= 3
 
 
 async def test_follow_waits_out_a_full_api_by_its_retry_after(

@@ -254,3 +254,16 @@ def test_follow_gives_up_after_its_limit_with_no_progress(monkeypatch: pytest.Mo
     with pytest.raises(Unreachable) as gave_up:
         state.ended("refused")
     assert "no event for 30s" in str(gave_up.value)
+
+
+def test_a_signal_goes_to_its_documented_route_keyed_and_retried(waits: list[float]) -> None:
+    """POST /v1/sessions/{id}/signals/{name} (issue 23): the name one escaped path
+    segment, the payload in the body, one key for every retry of the call."""
+    script = Script(httpx.ReadError("reset"), httpx.Response(201, json={"id": 7}))
+    sent = client(script).signal(SESSION_ID, "ci/done", {"ok": True})
+    assert sent.model_dump() == {"id": 7}
+    first, retry = script.requests
+    assert first.url.raw_path.decode() == f"/v1/sessions/{SESSION_ID}/signals/ci%2Fdone"
+    assert json.loads(first.content) == {"payload": {"ok": True}}
+    assert first.headers["Idempotency-Key"] == retry.headers["Idempotency-Key"]
+    assert first.headers["Idempotency-Key"].startswith("stint-client-")

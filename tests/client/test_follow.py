@@ -1,12 +1,14 @@
-"""``follow()`` against real processes: a ``stint api`` killed (SIGKILL) in the
-middle of a stream and started again on the same port while a real worker goes
-on appending; an API that is full (503 with Retry-After); a log whose start was
-pruned. Every time, what the caller received is compared with the log
-PostgreSQL holds: each event exactly once, in order, nothing skipped."""
+"""``follow()`` against real processes: a ``stint api`` killed (SIGKILL, and once
+stopped by SIGTERM) in the middle of a stream and started again on the same port
+while a real worker goes on appending; an API that is full (503 with
+Retry-After); a log whose start was pruned. Every time, what the caller received
+is compared with the log PostgreSQL holds: each event exactly once, in order,
+nothing skipped."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -98,9 +100,9 @@ async def test_follow_delivers_every_event_once_across_the_api_killed_and_restar
     async def restart() -> None:
         servers.append(await start_api(db, tmp_path / "api.log", port=api.port))
 
-    def kill() -> None:
-        servers[-1].proc.kill()
-        assert servers[-1].proc.wait() == -9
+    def kill(signum: int = signal.SIGKILL) -> None:
+        servers[-1].proc.send_signal(signum)
+        assert servers[-1].proc.wait(timeout=30) == (0 if signum == signal.SIGTERM else -signum)
 
     try:
         session = await client.call("create_session")
@@ -124,8 +126,9 @@ async def test_follow_delivers_every_event_once_across_the_api_killed_and_restar
         await restart()
         await wait_until(lambda: follower.has(at_mid), what="the follower caught up (mid)")
 
-        # Kill 2: the stream idle at gate "mid"; turns 3-8 run while the API is down.
-        kill()
+        # Stop 2, by SIGTERM: the API ends its streams at once (a clean end, not the
+        # turn's); turns 3-8 run while it is down.
+        kill(signal.SIGTERM)
         cluster.open_gate("mid")
         await wait_until(lambda: _logged(pool, session.id, at_last), what="turn 9 at its gate")
         await restart()

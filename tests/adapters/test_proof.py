@@ -1,0 +1,165 @@
+"""The adapters' proof: real worker processes, the fake provider, kill -9.
+
+For each adapter (the OpenAI Agents SDK's and Pydantic AI's), a worker is
+killed after the first tool's effect and before the second model call; the
+turn resumes on another worker, the effect exists once, the fake provider saw
+one request per model step, and the event log is contiguous (the shared
+invariant checker). The same with an approval in the middle: the turn parks,
+its slot serves another session meanwhile, and the kill comes after the
+approved tool's effect.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from stint.lab.fake_provider import FakeProvider
+from stint.ops.checks import run_checks
+from stint.store.pool import Pool
+from tests.adapters.effects import EFFECTS_ENV, read_effects
+from tests.agents.conftest import API_KEY
+from tests.polling import wait_until
+from tests.workers import Cluster, WorkerProc, fetch
+
+pytestmark = pytest.mark.acceptance
+
+ADAPTERS = ["tests.adapters.sdk_app:harness", "tests.adapters.pydantic_app:harness"]
+
+
+def _worker(
+    cluster: Cluster, fake: FakeProvider, harness: str, *, slots: int = 2, **env: Any
+) -> WorkerProc:
+    return cluster.start_worker(
+        slots=slots,
+        harness=harness,
+        model_base_url=fake.url,
+        model="fake-model",
+        model_api_key=API_KEY,
+        **env,
+    )
+
+
+def _effects_file(cluster: Cluster, tmp_path: Path) -> Path:
+    path = tmp_path / "effects.jsonl"
+    cluster.env[EFFECTS_ENV] = str(path)
+    return path
+
+
+def _enqueue(cluster: Cluster, message: str) -> dict[str, str]:
+    result = cluster.stint("enqueue", json.dumps({"message": message}))
+    assert result.returncode == 0, result.stderr
+    line: dict[str, str] = json.loads(result.stdout)
+    return line
+
+
+async def _turn(pool: Pool, turn_id: str) -> tuple[str, int, Any, str | None]:
+    rows = await fetch(
+        pool, "SELECT status, attempts, output, error FROM turns WHERE id = %s", turn_id
+    )
+    return rows[0]
+
+
+async def _until_finished(pool: Pool, turn_id: str) -> str:
+    async def done() -> str | None:
+        status = (await _turn(pool, turn_id))[0]
+        return status if status in ("succeeded", "failed", "cancelled", "interrupted") else None
+
+    return await wait_until(done, what=f"turn {turn_id} finished", within=90)
+
+
+async def _payloads(pool: Pool, session: str, kind: str) -> list[dict[str, Any]]:
+    rows = await fetch(
+        pool,
+        "SELECT payload FROM events WHERE session_id = %s AND kind = %s ORDER BY seq",
+        session,
+        kind,
+    )
+    return [r[0] for r in rows]
+
+
+def _rounds(fake: FakeProvider, user: str) -> list[int]:
+    """The rounds the model was asked for, for turns whose user message is ``user``."""
+    return [r.round for r in fake.requests() if r.user == user and r.outcome == "ok"]
+
+
+async def _checks(pool: Pool, cluster: Cluster, faults: dict[UUID, int] | None = None) -> None:
+    report = await run_checks(pool, journals=cluster.workspace / "journals", faults=faults or {})
+    assert report.passed, report.as_json()
+
+
+@pytest.mark.parametrize("harness", ADAPTERS)
+async def test_a_kill_after_the_first_tool_resumes_on_another_worker(
+    cluster: Cluster, pool: Pool, fake: FakeProvider, tmp_path: Path, harness: str
+) -> None:
+    effects = _effects_file(cluster, tmp_path)
+    message = "Please look up order A1."
+    victim = _worker(cluster, fake, harness, failpoints="after_tool_step:kill")
+    turn = _enqueue(cluster, message)
+    assert victim.wait() == -signal.SIGKILL, victim.log_text()
+    assert read_effects(effects) == [{"order": "A1", "tool": "lookup_order"}]
+    assert _rounds(fake, message) == [0]  # the tool committed, then the kill
+    rescuer = _worker(cluster, fake, harness)
+    assert await _until_finished(pool, turn["turn_id"]) == "succeeded", rescuer.log_text()
+    rescuer.signal(signal.SIGTERM)
+    assert rescuer.wait() == 0
+    _, attempts, output, _ = await _turn(pool, turn["turn_id"])
+    assert attempts == 2
+    assert output["reply"] == "Here it is: order A1: 2 mugs, paid"
+    assert output["model_calls"] == 2
+    assert [c["name"] for c in output["tool_calls"]] == ["lookup_order"]
+    assert read_effects(effects) == [{"order": "A1", "tool": "lookup_order"}]  # once
+    assert _rounds(fake, message) == [0, 1]  # one provider request per model step
+    sid = turn["session_id"]
+    called = Counter(p["name"] for p in await _payloads(pool, sid, "tool.called"))
+    assert called == {"lookup_order": 1}
+    assert Counter(p["name"] for p in await _payloads(pool, sid, "model.called")) == {
+        "fake-model": 2
+    }
+    await _checks(pool, cluster, faults={UUID(sid): 1})
+
+
+@pytest.mark.parametrize("harness", ADAPTERS)
+async def test_an_approval_parks_frees_the_slot_then_a_kill_after_the_effect(
+    cluster: Cluster, pool: Pool, fake: FakeProvider, tmp_path: Path, harness: str
+) -> None:
+    effects = _effects_file(cluster, tmp_path)
+    message = "I want a refund for order A1."
+    first = _worker(cluster, fake, harness, slots=1)
+    asked = _enqueue(cluster, message)
+    sid = asked["session_id"]
+
+    async def parked() -> list[dict[str, Any]]:
+        return await _payloads(pool, sid, "approval.requested")
+
+    [request] = await wait_until(parked, what="the refund waits for approval")
+    assert request["question"] == {"tool": "refund", "arguments": {"amount": 5.0, "order": "A1"}}
+    assert await fetch(pool, "SELECT status, lease_owner FROM sessions WHERE id = %s", sid) == [
+        ("parked", None)
+    ]
+    other = _enqueue(cluster, "Hi there.")  # the worker's one slot is free again
+    assert await _until_finished(pool, other["turn_id"]) == "succeeded"
+    first.signal(signal.SIGTERM)
+    assert first.wait() == 0
+    assert read_effects(effects) == []  # nothing ran before the approval
+    victim = _worker(cluster, fake, harness, failpoints="after_tool_step:kill")
+    answered = cluster.stint("answer", sid, request["step_key"], '"yes"')
+    assert answered.returncode == 0, answered.stderr
+    assert victim.wait() == -signal.SIGKILL, victim.log_text()
+    assert read_effects(effects) == [{"amount": 5.0, "order": "A1", "tool": "refund"}]
+    assert _rounds(fake, message) == [0]
+    rescuer = _worker(cluster, fake, harness)
+    assert await _until_finished(pool, asked["turn_id"]) == "succeeded", rescuer.log_text()
+    rescuer.signal(signal.SIGTERM)
+    assert rescuer.wait() == 0
+    _, _, output, _ = await _turn(pool, asked["turn_id"])
+    assert output["reply"] == "Refund: refunded 5.0 on A1"
+    assert read_effects(effects) == [{"amount": 5.0, "order": "A1", "tool": "refund"}]
+    assert _rounds(fake, message) == [0, 1]
+    await _checks(pool, cluster, faults={UUID(sid): 2})  # the park and the kill

@@ -159,7 +159,8 @@ class StintModel(Model):
             value = getattr(settings, name)
             if value is not None:
                 request[name] = value
-        return json.loads(json.dumps(request, default=str))
+        canonical: dict[str, Any] = json.loads(json.dumps(request, default=str))
+        return canonical
 
 
 class StintModelProvider(ModelProvider):
@@ -256,7 +257,9 @@ class OpenAIAgentsHarness:
         clone.handoffs = handoffs
         return clone
 
-    def _handoff(self, handoff: Handoff[Any, Any], seen: dict[int, Agent[Any]]) -> Handoff[Any, Any]:
+    def _handoff(
+        self, handoff: Handoff[Any, Any], seen: dict[int, Agent[Any]]
+    ) -> Handoff[Any, Any]:
         invoke = handoff.on_invoke_handoff
 
         async def wrapped(context: Any, arguments: str) -> Agent[Any]:

@@ -41,9 +41,7 @@ async def no_passwords(
     context: RunContextWrapper[Any], agent: Agent[Any], given: Any
 ) -> GuardrailFunctionOutput:
     text = given if isinstance(given, str) else str(given)
-    return GuardrailFunctionOutput(
-        output_info=None, tripwire_triggered="password" in text.lower()
-    )
+    return GuardrailFunctionOutput(output_info=None, tripwire_triggered="password" in text.lower())
 
 
 refunds = Agent(

@@ -163,3 +163,26 @@ async def test_an_approval_parks_frees_the_slot_then_a_kill_after_the_effect(
     assert read_effects(effects) == [{"amount": 5.0, "order": "A1", "tool": "refund"}]
     assert _rounds(fake, message) == [0, 1]
     await _checks(pool, cluster, faults={UUID(sid): 2})  # the park and the kill
+
+
+async def test_the_sdk_adapter_hands_off_and_keeps_its_guardrails(
+    cluster: Cluster, pool: Pool, fake: FakeProvider, tmp_path: Path
+) -> None:
+    effects = _effects_file(cluster, tmp_path)
+    worker = _worker(cluster, fake, "tests.adapters.sdk_app:harness")
+    handed = _enqueue(cluster, "Please transfer me to the other desk.")
+    refused = _enqueue(cluster, "My password is hunter2.")
+    assert await _until_finished(pool, handed["turn_id"]) == "succeeded"
+    assert await _until_finished(pool, refused["turn_id"]) == "failed"
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    _, _, output, _ = await _turn(pool, handed["turn_id"])
+    assert (output["agent"], output["reply"]) == (
+        "refunds",
+        'Refunds desk: {"assistant": "refunds"}; order B2: 2 mugs, paid',
+    )
+    assert output["model_calls"] == 3
+    assert read_effects(effects) == [{"order": "B2", "tool": "lookup_order"}]
+    _, _, _, error = await _turn(pool, refused["turn_id"])
+    assert error is not None and "InputGuardrailTripwireTriggered" in error
+    await _checks(pool, cluster)

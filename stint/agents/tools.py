@@ -30,7 +30,14 @@ from stint.agents.errors import ToolArgumentsError
 from stint.worker.journal import EffectJournal
 from stint.worker.tools import JournalTool, Reconciled, Tool, ToolCall, Verdict
 
-__all__ = ["AgentTool", "JournaledTool", "ToolRegistry", "arguments_of", "tool_result_text"]
+__all__ = [
+    "AgentTool",
+    "JournaledTool",
+    "ToolRegistry",
+    "arguments_of",
+    "parse_object",
+    "tool_result_text",
+]
 
 ToolFunction = Callable[..., Awaitable[Any]]
 
@@ -61,12 +68,7 @@ class AgentTool:
 
     def parse(self, raw: str) -> dict[str, Any]:
         """The model's argument text as validated, normalised JSON arguments."""
-        try:
-            value = json.loads(raw or "{}")
-        except json.JSONDecodeError as exc:
-            raise ToolArgumentsError(f"arguments for {self.name} are not JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise ToolArgumentsError(f"arguments for {self.name} must be a JSON object")
+        value = parse_object(self.name, raw)
         try:
             parsed = self.arguments.model_validate(value)
         except ValidationError as exc:
@@ -251,6 +253,17 @@ class _NamedJournalTool(JournalTool):
     def __init__(self, name: str, journal: EffectJournal) -> None:
         super().__init__(journal)
         self.name = name
+
+
+def parse_object(name: str, raw: str) -> dict[str, Any]:
+    """The model's argument text for tool ``name`` as a JSON object (not yet validated)."""
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentsError(f"arguments for {name} are not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ToolArgumentsError(f"arguments for {name} must be a JSON object")
+    return value
 
 
 def tool_result_text(result: Any) -> str:

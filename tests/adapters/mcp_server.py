@@ -1,0 +1,55 @@
+"""An MCP server for the tests, written with the official SDK.
+
+Run as ``python -m tests.adapters.mcp_server``.
+
+``append_note`` appends one line to the file named by ``ADAPTER_EFFECTS`` (an
+effect a test counts); ``count_notes`` only reads it and says so (read-only).
+``--http PORT`` serves streamable HTTP on 127.0.0.1 instead of stdio; there,
+``append_note`` can be held after its effect until a gate file exists
+(``MCP_GATE``), so a test can cut the connection mid-call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+from tests.adapters.effects import EFFECTS_ENV, append_effect, read_effects
+
+server = MCPServer("notes")
+
+
+@server.tool()
+async def append_note(text: str) -> str:
+    """Append a note to the shared notes file."""
+    append_effect({"tool": "append_note", "text": text, "pid": os.getpid()})
+    gate = os.environ.get("MCP_GATE")
+    # The gate is a file the test process creates: no event crosses processes.
+    while gate and not await asyncio.to_thread(os.path.exists, gate):  # noqa: ASYNC110
+        await asyncio.sleep(0.02)
+    return f"noted: {text}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def count_notes() -> str:
+    """How many notes the file holds."""
+    return f"{len(read_effects(Path(os.environ[EFFECTS_ENV])))} notes"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, default=0, help="serve streamable HTTP on this port")
+    args = parser.parse_args()
+    if args.http:
+        server.run("streamable-http", host="127.0.0.1", port=args.http)
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()

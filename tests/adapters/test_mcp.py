@@ -1,0 +1,271 @@
+"""MCP tools as durable steps: real workers, a stdio server and a remote one, kill -9.
+
+The MCP server (``tests.adapters.mcp_server``, written with the official SDK)
+appends one line per ``append_note`` call to an effects file, so every test
+asserts from the file itself that no call ran twice. ``stint.agents:chat``
+offers the servers' tools beside its own (``STINT_MCP_SERVERS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import psutil
+import pytest
+
+from stint.lab.fake_provider import FakeProvider
+from stint.lab.fake_script import FakeCall, FakeRule, FakeScript
+from stint.lab.proxy import FaultProxy
+from stint.ops.checks import run_checks
+from stint.store.pool import Pool
+from tests.adapters.effects import EFFECTS_ENV, read_effects
+from tests.agents.conftest import API_KEY
+from tests.polling import wait_until
+from tests.workers import Cluster, WorkerProc, fetch
+
+pytestmark = pytest.mark.acceptance
+
+NOTES_SCRIPT = FakeScript(
+    (
+        FakeRule(
+            when="remember",
+            rounds=((FakeCall("append_note", {"text": "buy milk"}),),),
+            reply="Done: {results}",
+        ),
+        FakeRule(when="count", rounds=((FakeCall("count_notes", {}),),), reply="{results}"),
+    )
+)
+SERVER = [sys.executable, "-m", "tests.adapters.mcp_server"]
+
+
+@pytest.fixture
+def notes_fake() -> Iterator[FakeProvider]:
+    provider = FakeProvider(NOTES_SCRIPT)
+    with provider.running():
+        yield provider
+
+
+def _servers_file(tmp_path: Path, *servers: dict[str, Any]) -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"servers": list(servers)}))
+    return path
+
+
+def _stdio(tmp_path: Path) -> Path:
+    return _servers_file(tmp_path, {"name": "notes", "command": SERVER[0], "args": SERVER[1:]})
+
+
+def _worker(
+    cluster: Cluster, fake: FakeProvider, servers: Path, *, slots: int = 2, **env: Any
+) -> WorkerProc:
+    return cluster.start_worker(
+        slots=slots,
+        harness="stint.agents:chat",
+        model_base_url=fake.url,
+        model="fake-model",
+        model_api_key=API_KEY,
+        mcp_servers=str(servers),
+        **env,
+    )
+
+
+def _enqueue(cluster: Cluster, message: str) -> dict[str, str]:
+    result = cluster.stint("enqueue", json.dumps({"message": message}))
+    assert result.returncode == 0, result.stderr
+    line: dict[str, str] = json.loads(result.stdout)
+    return line
+
+
+async def _turn(pool: Pool, turn_id: str) -> tuple[str, int, Any, str | None]:
+    rows = await fetch(
+        pool, "SELECT status, attempts, output, error FROM turns WHERE id = %s", turn_id
+    )
+    return rows[0]
+
+
+async def _until_finished(pool: Pool, turn_id: str) -> str:
+    async def done() -> str | None:
+        status = (await _turn(pool, turn_id))[0]
+        return status if status in ("succeeded", "failed", "cancelled", "interrupted") else None
+
+    return await wait_until(done, what=f"turn {turn_id} finished", within=90)
+
+
+async def _kinds(pool: Pool, session: str, kind: str) -> list[dict[str, Any]]:
+    rows = await fetch(
+        pool,
+        "SELECT payload FROM events WHERE session_id = %s AND kind = %s ORDER BY seq",
+        session,
+        kind,
+    )
+    return [r[0] for r in rows]
+
+
+def _servers_of(worker: WorkerProc) -> list[int]:
+    """The MCP server processes the worker started (its children running the server)."""
+    found = []
+    for child in psutil.Process(worker.pid).children(recursive=True):
+        try:
+            if "tests.adapters.mcp_server" in " ".join(child.cmdline()):
+                found.append(child.pid)
+        except psutil.NoSuchProcess:  # a short-lived child that has ended since
+            continue
+    return found
+
+
+@pytest.mark.parametrize(
+    ("failpoint", "status", "notes"),
+    [
+        ("mcp_before_call", "failed", 0),  # started, not sent: cannot tell, surfaced
+        ("mcp_after_call", "failed", 1),  # ran, not journaled: surfaced, never run again
+        ("after_tool_step", "succeeded", 1),  # committed: replayed from the journal
+    ],
+)
+async def test_a_kill_at_each_boundary_of_an_mcp_call_never_runs_it_twice(
+    cluster: Cluster,
+    pool: Pool,
+    notes_fake: FakeProvider,
+    tmp_path: Path,
+    failpoint: str,
+    status: str,
+    notes: int,
+) -> None:
+    effects = tmp_path / "notes.jsonl"
+    cluster.env[EFFECTS_ENV] = str(effects)
+    servers = _stdio(tmp_path)
+    victim = _worker(cluster, notes_fake, servers, failpoints=f"{failpoint}:kill")
+    turn = _enqueue(cluster, "Please remember to buy milk.")
+    assert victim.wait() == -signal.SIGKILL, victim.log_text()
+    assert len(read_effects(effects)) == notes
+    rescuer = _worker(cluster, notes_fake, servers)
+    assert await _until_finished(pool, turn["turn_id"]) == status, rescuer.log_text()
+    rescuer.signal(signal.SIGTERM)
+    assert rescuer.wait() == 0
+    assert len(read_effects(effects)) == notes  # nothing ran again
+    sid = turn["session_id"]
+    unknown = await _kinds(pool, sid, "effect.unknown")
+    _, attempts, output, error = await _turn(pool, turn["turn_id"])
+    assert attempts == 2
+    if status == "succeeded":
+        assert output["reply"] == "Done: noted: buy milk"
+        assert unknown == []
+    else:
+        assert error is not None and "unknown effect" in error
+        assert [u["step_key"] for u in unknown] == [f"{turn['turn_id']}:tool:0.0"]
+    journals = cluster.workspace / "journals"
+    journals.mkdir(exist_ok=True)  # made on the first journal line; none when nothing ran
+    report = await run_checks(pool, journals=journals, faults={UUID(sid): 1})
+    assert report.passed, [c for c in report.as_json()["checks"] if not c["passed"]]
+
+
+async def test_a_read_only_mcp_tool_cut_off_by_a_kill_simply_runs_again(
+    cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
+) -> None:
+    cluster.env[EFFECTS_ENV] = str(tmp_path / "notes.jsonl")
+    servers = _stdio(tmp_path)
+    victim = _worker(cluster, notes_fake, servers, failpoints="mcp_after_call:kill")
+    turn = _enqueue(cluster, "How many notes? count them")
+    assert victim.wait() == -signal.SIGKILL
+    rescuer = _worker(cluster, notes_fake, servers)
+    assert await _until_finished(pool, turn["turn_id"]) == "succeeded", rescuer.log_text()
+    rescuer.signal(signal.SIGTERM)
+    assert rescuer.wait() == 0
+    _, _, output, _ = await _turn(pool, turn["turn_id"])
+    assert output["reply"] == "0 notes"
+    assert await _kinds(pool, turn["session_id"], "effect.unknown") == []
+
+
+async def test_one_stdio_server_per_worker_restarted_if_it_dies_stopped_on_drain(
+    cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
+) -> None:
+    effects = tmp_path / "notes.jsonl"
+    cluster.env[EFFECTS_ENV] = str(effects)
+    worker = _worker(cluster, notes_fake, _stdio(tmp_path), slots=3)
+    first = [_enqueue(cluster, f"Please remember this, {n}.") for n in range(3)]
+    for turn in first:
+        assert await _until_finished(pool, turn["turn_id"]) == "succeeded"
+    [server] = _servers_of(worker)  # three slots, one server process
+    psutil.Process(server).kill()
+    psutil.Process(server).wait(timeout=10)
+
+    async def restarted() -> list[int] | None:
+        now = _servers_of(worker)
+        return now if now and server not in now else None
+
+    [again] = await wait_until(restarted, what="the MCP server started again", within=30)
+    later = _enqueue(cluster, "Please remember again.")
+    assert await _until_finished(pool, later["turn_id"]) == "succeeded"
+    assert _servers_of(worker) == [again]
+    assert len(read_effects(effects)) == 4
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert not psutil.pid_exists(again) or psutil.Process(again).status() == psutil.STATUS_ZOMBIE
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def test_a_remote_server_that_drops_the_connection_mid_call_is_surfaced_not_doubled(
+    cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
+) -> None:
+    effects, gate = tmp_path / "notes.jsonl", tmp_path / "gate"
+    env = {EFFECTS_ENV: str(effects), "MCP_GATE": str(gate)}
+    port = _free_port()
+    remote = subprocess.Popen(
+        [*SERVER, "--http", str(port)],
+        env={**dict(__import__("os").environ), **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    proxy = FaultProxy("127.0.0.1", port)
+    try:
+        listen = await proxy.start()
+        headers = tmp_path / "headers.json"
+        headers.write_text(json.dumps({"Authorization": "Bearer mcp-secret-7f3a"}))
+        servers = _servers_file(
+            tmp_path,
+            {
+                "name": "notes",
+                "url": f"http://127.0.0.1:{listen}/mcp",
+                "headers_file": str(headers),
+                "timeout": 20,
+            },
+        )
+        cluster.env[EFFECTS_ENV] = str(effects)
+        worker = _worker(cluster, notes_fake, servers)
+        turn = _enqueue(cluster, "Please remember to buy milk.")
+
+        async def held() -> list[dict[str, Any]] | None:
+            return read_effects(effects) or None
+
+        await wait_until(held, what="the call reached the remote server", within=60)
+        proxy.set_mode("reset")  # the connection drops while the call is held
+        assert await _until_finished(pool, turn["turn_id"]) == "failed", worker.log_text()
+        gate.touch()
+        proxy.set_mode("pass")
+        await asyncio.sleep(0)
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0
+        _, _, _, error = await _turn(pool, turn["turn_id"])
+        assert error is not None and "cut off" in error
+        unknown = await _kinds(pool, turn["session_id"], "effect.unknown")
+        assert [u["step_key"] for u in unknown] == [f"{turn['turn_id']}:tool:0.0"]
+        assert len(read_effects(effects)) == 1  # surfaced, never doubled
+        assert "mcp-secret-7f3a" not in worker.log_text()
+    finally:
+        await proxy.stop()
+        remote.terminate()
+        remote.wait(timeout=10)

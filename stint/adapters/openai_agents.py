@@ -31,16 +31,18 @@ runs each attempt; one that calls another agent should run it through
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stint.adapters.errors import AdapterConfigError, AdapterError
 from stint.adapters.turn import DurableTurn, bind, current
 from stint.agents.approval import approved
 from stint.agents.config import AgentConfig
+from stint.agents.mcp import open_mcp
 from stint.agents.model_step import ModelStep
 from stint.agents.provider import ChatProvider
 from stint.agents.tools import JournaledTool, tool_result_text
@@ -49,6 +51,9 @@ from stint.worker.context import TurnContext
 from stint.worker.failpoints import failpoint
 from stint.worker.journal import EffectJournal
 from stint.worker.tools import ToolCall
+
+if TYPE_CHECKING:
+    from stint.agents.mcp.servers import McpServers, McpTool
 
 try:
     from agents import (
@@ -184,36 +189,54 @@ class OpenAIAgentsHarness:
         journal: EffectJournal,
         max_turns: int = _MAX_TURNS,
         idempotent: frozenset[str] = frozenset(),
+        mcp: McpServers | None = None,
     ) -> None:
         self._journal = journal
         self._idempotent = idempotent
         self._steps = steps
-        self._agent = self._wrap(agent, {})
+        self._given = agent
+        self._mcp = mcp
+        wrapped = self._wrap(agent, {})  # refuses an agent it cannot run, at load
+        self._agent: Agent[Any] | None = wrapped if mcp is None else None
+        self._lock = asyncio.Lock()
         self._config = RunConfig(model_provider=StintModelProvider(steps), tracing_disabled=True)
         self._max_turns = max_turns
 
     async def close(self) -> None:
         await self._steps.close()
+        if self._mcp is not None:
+            await self._mcp.close()
 
     async def run_turn(self, ctx: TurnContext) -> dict[str, Any]:
         text = ctx.input.get("message")
         if not isinstance(text, str) or not text:
             raise AdapterError('the turn input must be {"message": "<text>"}')
+        agent = await self._ready()
         with bind(DurableTurn(ctx)) as turn:
-            result = await self._run(text)
+            result = await self._run(agent, text)
             while result.interruptions:
                 state = result.to_state()
                 for item in result.interruptions:
                     await self._decide(turn, state, item)
-                result = await self._run(state)
+                result = await self._run(agent, state)
             output = turn.tally.output(_jsonable(result.final_output))
         output["agent"] = result.last_agent.name
         return output
 
-    async def _run(self, given: Any) -> RunResult:
-        return await Runner.run(
-            self._agent, given, run_config=self._config, max_turns=self._max_turns
-        )
+    async def _run(self, agent: Agent[Any], given: Any) -> RunResult:
+        return await Runner.run(agent, given, run_config=self._config, max_turns=self._max_turns)
+
+    async def _ready(self) -> Agent[Any]:
+        """The wrapped agent; with MCP servers, their tools join the starting agent's
+        once (the servers start on the first turn)."""
+        async with self._lock:
+            if self._agent is None:
+                assert self._mcp is not None
+                remote = await self._mcp.tools()
+                self._idempotent = self._idempotent | {t.name for t in remote if t.idempotent}
+                extra = [_mcp_function_tool(self._mcp, t) for t in remote]
+                self._agent = self._wrap(self._given.clone(tools=[*self._given.tools, *extra]), {})
+            return self._agent
 
     async def _decide(self, turn: DurableTurn, state: Any, item: Any) -> None:
         """Ask a human about one interrupted tool call (parks the turn until answered)."""
@@ -296,7 +319,8 @@ def durable(
 ) -> Callable[..., OpenAIAgentsHarness]:
     """A harness factory for ``agent`` (name it in ``STINT_HARNESS``). The model and
     the provider come from Stint's settings (``STINT_MODEL``, ``STINT_MODEL_BASE_URL``,
-    ...); ``idempotent`` names tools that may simply run again after a crash."""
+    ...), and so do MCP servers (``STINT_MCP_SERVERS``: their tools join the starting
+    agent's); ``idempotent`` names tools that may simply run again after a crash."""
 
     def factory(*, workspace: Path, settings: Settings) -> OpenAIAgentsHarness:
         config = AgentConfig.from_settings(settings)
@@ -306,9 +330,26 @@ def durable(
             journal=EffectJournal(workspace / "journals"),
             max_turns=max_turns,
             idempotent=idempotent,
+            mcp=open_mcp(settings),
         )
 
     return factory
+
+
+def _mcp_function_tool(servers: McpServers, tool: McpTool) -> FunctionTool:
+    """An MCP server's tool as an SDK function tool (made durable like any other)."""
+
+    async def invoke(context: ToolContext[Any], arguments: str) -> Any:
+        return await servers.call(tool, json.loads(arguments or "{}"))
+
+    return FunctionTool(
+        name=tool.name,
+        description=tool.description,
+        params_json_schema=tool.input_schema,
+        on_invoke_tool=invoke,
+        strict_json_schema=False,
+        needs_approval=tool.needs_approval,
+    )
 
 
 def _field(raw: Any, name: str) -> Any:

@@ -33,15 +33,17 @@ a clear error rather than being dropped.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stint.adapters.errors import AdapterConfigError, AdapterError
 from stint.adapters.turn import DurableTurn, bind, current
 from stint.agents.approval import approved
 from stint.agents.config import AgentConfig
+from stint.agents.mcp import open_mcp
 from stint.agents.model_step import ModelStep
 from stint.agents.provider import ChatProvider
 from stint.agents.tools import JournaledTool, tool_result_text
@@ -51,12 +53,17 @@ from stint.worker.failpoints import failpoint
 from stint.worker.journal import EffectJournal
 from stint.worker.tools import ToolCall
 
+if TYPE_CHECKING:
+    from stint.agents.mcp.servers import McpServers, McpTool
+
 try:
     from pydantic_ai import (
         Agent,
         DeferredToolRequests,
         DeferredToolResults,
+        FunctionToolset,
         RunContext,
+        Tool,
         ToolDenied,
     )
     from pydantic_ai.messages import (
@@ -152,23 +159,45 @@ class PydanticAIHarness:
         steps: ModelStep,
         journal: EffectJournal,
         idempotent: frozenset[str] = frozenset(),
+        mcp: McpServers | None = None,
     ) -> None:
         self._agent = agent
         self._steps = steps
+        self._journal = journal
+        self._idempotent = idempotent
+        self._mcp = mcp
         self._model = stint_model(steps)
-        self._toolsets = [DurableToolset(ts, journal, idempotent) for ts in agent.toolsets]
+        self._toolsets: list[AbstractToolset[Any]] | None = None
+        self._lock = asyncio.Lock()
         self._output: Any = [agent.output_type, DeferredToolRequests]
 
     async def close(self) -> None:
         await self._steps.close()
+        if self._mcp is not None:
+            await self._mcp.close()
+
+    async def _ready(self) -> list[AbstractToolset[Any]]:
+        """The agent's toolsets, durable; with MCP servers, a toolset of their tools
+        joins them once (the servers start on the first turn)."""
+        async with self._lock:
+            if self._toolsets is None:
+                toolsets = list(self._agent.toolsets)
+                idempotent = self._idempotent
+                if self._mcp is not None:
+                    remote = await self._mcp.tools()
+                    idempotent |= {t.name for t in remote if t.idempotent}
+                    toolsets.append(_mcp_toolset(self._mcp, remote))
+                self._toolsets = [DurableToolset(ts, self._journal, idempotent) for ts in toolsets]
+            return self._toolsets
 
     async def run_turn(self, ctx: TurnContext) -> dict[str, Any]:
         text = ctx.input.get("message")
         if not isinstance(text, str) or not text:
             raise AdapterError('the turn input must be {"message": "<text>"}')
+        toolsets = await self._ready()
         with (
             bind(DurableTurn(ctx)) as turn,
-            self._agent.override(model=self._model, tools=[], toolsets=self._toolsets),
+            self._agent.override(model=self._model, tools=[], toolsets=toolsets),
         ):
             result = await self._agent.run(text, output_type=self._output)
             while isinstance(result.output, DeferredToolRequests):
@@ -202,7 +231,8 @@ def durable(
 ) -> Callable[..., PydanticAIHarness]:
     """A harness factory for ``agent`` (name it in ``STINT_HARNESS``). The model and
     the provider come from Stint's settings (``STINT_MODEL``, ``STINT_MODEL_BASE_URL``,
-    ...); ``idempotent`` names tools that may simply run again after a crash."""
+    ...), and so do MCP servers (``STINT_MCP_SERVERS``: their tools join the agent's);
+    ``idempotent`` names tools that may simply run again after a crash."""
 
     def factory(*, workspace: Path, settings: Settings) -> PydanticAIHarness:
         config = AgentConfig.from_settings(settings)
@@ -211,9 +241,24 @@ def durable(
             steps=ModelStep(config, ChatProvider(config.model)),
             journal=EffectJournal(workspace / "journals"),
             idempotent=idempotent,
+            mcp=open_mcp(settings),
         )
 
     return factory
+
+
+def _mcp_toolset(servers: McpServers, remote: list[McpTool]) -> FunctionToolset[Any]:
+    """The MCP servers' tools as one toolset (made durable like the agent's own)."""
+    tools = []
+    for found in remote:
+
+        async def call(_tool: McpTool = found, **arguments: Any) -> Any:
+            return await servers.call(_tool, arguments)
+
+        tool: Tool[Any] = Tool.from_schema(call, found.name, found.description, found.input_schema)
+        tool.requires_approval = found.needs_approval
+        tools.append(tool)
+    return FunctionToolset(tools)
 
 
 def _request(model: str, messages: list[ModelMessage], info: AgentInfo) -> dict[str, Any]:

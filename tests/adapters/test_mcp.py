@@ -65,11 +65,17 @@ def _stdio(tmp_path: Path) -> Path:
 
 
 def _worker(
-    cluster: Cluster, fake: FakeProvider, servers: Path, *, slots: int = 2, **env: Any
+    cluster: Cluster,
+    fake: FakeProvider,
+    servers: Path,
+    *,
+    slots: int = 2,
+    harness: str = "stint.agents:chat",
+    **env: Any,
 ) -> WorkerProc:
     return cluster.start_worker(
         slots=slots,
-        harness="stint.agents:chat",
+        harness=harness,
         model_base_url=fake.url,
         model="fake-model",
         model_api_key=API_KEY,
@@ -269,3 +275,32 @@ async def test_a_remote_server_that_drops_the_connection_mid_call_is_surfaced_no
         await proxy.stop()
         remote.terminate()
         remote.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    "harness", ["tests.adapters.sdk_app:harness", "tests.adapters.pydantic_app:harness"]
+)
+async def test_the_adapters_call_mcp_tools_as_durable_steps(
+    cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path, harness: str
+) -> None:
+    effects = tmp_path / "notes.jsonl"
+    cluster.env[EFFECTS_ENV] = str(effects)
+    servers = _stdio(tmp_path)
+    victim = _worker(
+        cluster, notes_fake, servers, harness=harness, failpoints="after_tool_step:kill"
+    )
+    turn = _enqueue(cluster, "Please remember to buy milk.")
+    assert victim.wait() == -signal.SIGKILL, victim.log_text()
+    assert len(read_effects(effects)) == 1
+    rescuer = _worker(cluster, notes_fake, servers, harness=harness)
+    assert await _until_finished(pool, turn["turn_id"]) == "succeeded", rescuer.log_text()
+    rescuer.signal(signal.SIGTERM)
+    assert rescuer.wait() == 0
+    _, attempts, output, _ = await _turn(pool, turn["turn_id"])
+    assert (attempts, output["reply"]) == (2, "Done: noted: buy milk")
+    assert [c["name"] for c in output["tool_calls"]] == ["append_note"]
+    assert len(read_effects(effects)) == 1
+    report = await run_checks(
+        pool, journals=cluster.workspace / "journals", faults={UUID(turn["session_id"]): 1}
+    )
+    assert report.passed, [c for c in report.as_json()["checks"] if not c["passed"]]

@@ -243,20 +243,25 @@ class McpServers:
     async def get(self, name: str) -> McpTool | None:
         return {t.name: t for t in await self.tools()}.get(name)
 
+    async def call(self, tool: McpTool, arguments: Mapping[str, Any]) -> Any:
+        """Call ``tool`` once (twice when a read-only or idempotent call was cut off);
+        its answer as the model reads it. Not durable by itself: see ``durable``."""
+        connection = self._connections[tool.server]
+        failpoint("mcp_before_call")
+        try:
+            result = await connection.call(tool.name, arguments)
+        except McpCallCutOff:
+            if not tool.idempotent:
+                raise
+            result = await connection.call(tool.name, arguments)  # safe to run again
+        failpoint("mcp_after_call")
+        return _answer(result)
+
     def durable(self, tool: McpTool, journal: EffectJournal) -> Tool:
         """The Stint tool for one call of ``tool``: journaled before its step commits."""
-        connection = self._connections[tool.server]
 
         async def effect(call: ToolCall) -> Any:
-            failpoint("mcp_before_call")
-            try:
-                result = await connection.call(tool.name, call.args)
-            except McpCallCutOff:
-                if not tool.idempotent:
-                    raise
-                result = await connection.call(tool.name, call.args)  # safe to run again
-            failpoint("mcp_after_call")
-            return _answer(result)
+            return await self.call(tool, call.args)
 
         return JournaledTool(tool.name, effect, journal, idempotent=tool.idempotent)
 

@@ -304,3 +304,28 @@ async def test_the_adapters_call_mcp_tools_as_durable_steps(
         pool, journals=cluster.workspace / "journals", faults={UUID(turn["session_id"]): 1}
     )
     assert report.passed, [c for c in report.as_json()["checks"] if not c["passed"]]
+
+
+async def test_stint_status_lists_the_configured_servers_and_refuses_a_bad_file(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    headers = tmp_path / "headers.json"
+    headers.write_text(json.dumps({"Authorization": "Bearer mcp-secret-7f3a"}))
+    servers = _servers_file(
+        tmp_path,
+        {"name": "notes", "command": SERVER[0], "args": SERVER[1:], "env": {"K": "env-secret"}},
+        {"name": "search", "url": "http://127.0.0.1:9/mcp", "headers_file": str(headers)},
+    )
+    shown = cluster.stint("status", "--json", STINT_MCP_SERVERS=str(servers))
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["mcp_servers"] == [
+        {"name": "notes", "transport": "stdio", "where": " ".join(SERVER)},
+        {"name": "search", "transport": "http", "where": "http://127.0.0.1:9/mcp"},
+    ]
+    text = cluster.stint("status", STINT_MCP_SERVERS=str(servers)).stdout
+    assert "mcp servers: 2" in text and "search  http" in text
+    assert "secret" not in shown.stdout + text
+    bad = _servers_file(tmp_path, {"name": "both", "command": "x", "url": "http://h/mcp"})
+    refused = cluster.stint("status", STINT_MCP_SERVERS=str(bad))
+    assert refused.returncode == 2
+    assert "give either command (stdio) or url" in refused.stderr

@@ -39,17 +39,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stint.adapters.errors import AdapterConfigError, AdapterError
-from stint.adapters.turn import DurableTurn, bind, current
+from stint.adapters.parts import AdapterParts, turn_message
+from stint.adapters.turn import DurableTurn, bind, current, jsonable
 from stint.agents.approval import approved
-from stint.agents.config import AgentConfig
-from stint.agents.mcp import open_mcp
 from stint.agents.model_step import ModelStep
-from stint.agents.provider import ChatProvider
 from stint.agents.tools import JournaledTool, tool_result_text
 from stint.config.settings import Settings
 from stint.worker.context import TurnContext
 from stint.worker.failpoints import failpoint
-from stint.worker.journal import EffectJournal
 from stint.worker.tools import ToolCall
 
 if TYPE_CHECKING:
@@ -182,35 +179,26 @@ class OpenAIAgentsHarness:
     """Input ``{"message": "..."}``; output the final output, model calls, usage and tools."""
 
     def __init__(
-        self,
-        agent: Agent[Any],
-        *,
-        steps: ModelStep,
-        journal: EffectJournal,
-        max_turns: int = _MAX_TURNS,
-        idempotent: frozenset[str] = frozenset(),
-        mcp: McpServers | None = None,
+        self, agent: Agent[Any], parts: AdapterParts, *, max_turns: int = _MAX_TURNS
     ) -> None:
-        self._journal = journal
-        self._idempotent = idempotent
-        self._steps = steps
+        self._parts = parts
+        self._journal = parts.journal
+        self._idempotent = parts.idempotent
         self._given = agent
-        self._mcp = mcp
+        self._mcp = parts.mcp
         wrapped = self._wrap(agent, {})  # refuses an agent it cannot run, at load
-        self._agent: Agent[Any] | None = wrapped if mcp is None else None
+        self._agent: Agent[Any] | None = wrapped if parts.mcp is None else None
         self._lock = asyncio.Lock()
-        self._config = RunConfig(model_provider=StintModelProvider(steps), tracing_disabled=True)
+        self._config = RunConfig(
+            model_provider=StintModelProvider(parts.steps), tracing_disabled=True
+        )
         self._max_turns = max_turns
 
     async def close(self) -> None:
-        await self._steps.close()
-        if self._mcp is not None:
-            await self._mcp.close()
+        await self._parts.close()
 
     async def run_turn(self, ctx: TurnContext) -> dict[str, Any]:
-        text = ctx.input.get("message")
-        if not isinstance(text, str) or not text:
-            raise AdapterError('the turn input must be {"message": "<text>"}')
+        text = turn_message(ctx)
         agent = await self._ready()
         with bind(DurableTurn(ctx)) as turn:
             result = await self._run(agent, text)
@@ -219,7 +207,7 @@ class OpenAIAgentsHarness:
                 for item in result.interruptions:
                     await self._decide(turn, state, item)
                 result = await self._run(agent, state)
-            output = turn.tally.output(_jsonable(result.final_output))
+            output = turn.tally.output(jsonable(result.final_output))
         output["agent"] = result.last_agent.name
         return output
 
@@ -323,15 +311,10 @@ def durable(
     agent's); ``idempotent`` names tools that may simply run again after a crash."""
 
     def factory(*, workspace: Path, settings: Settings) -> OpenAIAgentsHarness:
-        config = AgentConfig.from_settings(settings)
-        return OpenAIAgentsHarness(
-            agent,
-            steps=ModelStep(config, ChatProvider(config.model)),
-            journal=EffectJournal(workspace / "journals"),
-            max_turns=max_turns,
-            idempotent=idempotent,
-            mcp=open_mcp(settings),
+        parts = AdapterParts.from_settings(
+            workspace=workspace, settings=settings, idempotent=idempotent
         )
+        return OpenAIAgentsHarness(agent, parts, max_turns=max_turns)
 
     return factory
 
@@ -361,9 +344,3 @@ def _parsed(arguments: str) -> Any:
         return json.loads(arguments or "{}")
     except json.JSONDecodeError:
         return arguments
-
-
-def _jsonable(value: Any) -> Any:
-    from pydantic_core import to_jsonable_python
-
-    return to_jsonable_python(value, fallback=str)

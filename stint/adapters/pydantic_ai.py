@@ -40,12 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stint.adapters.errors import AdapterConfigError, AdapterError
-from stint.adapters.turn import DurableTurn, bind, current
+from stint.adapters.parts import AdapterParts, turn_message
+from stint.adapters.turn import DurableTurn, bind, current, jsonable
 from stint.agents.approval import approved
-from stint.agents.config import AgentConfig
-from stint.agents.mcp import open_mcp
 from stint.agents.model_step import ModelStep
-from stint.agents.provider import ChatProvider
 from stint.agents.tools import JournaledTool, tool_result_text
 from stint.config.settings import Settings
 from stint.worker.context import TurnContext
@@ -152,29 +150,21 @@ class DurableToolset(WrapperToolset[Any]):
 class PydanticAIHarness:
     """Input ``{"message": "..."}``; output the agent's output, model calls, usage and tools."""
 
-    def __init__(
-        self,
-        agent: Agent[Any, Any],
-        *,
-        steps: ModelStep,
-        journal: EffectJournal,
-        idempotent: frozenset[str] = frozenset(),
-        mcp: McpServers | None = None,
-    ) -> None:
+    def __init__(self, agent: Agent[Any, Any], parts: AdapterParts) -> None:
         self._agent = agent
-        self._steps = steps
-        self._journal = journal
-        self._idempotent = idempotent
-        self._mcp = mcp
-        self._model = stint_model(steps)
+        self._parts = parts
+        self._journal = parts.journal
+        self._idempotent = parts.idempotent
+        self._mcp = parts.mcp
+        self._model = stint_model(parts.steps)
         self._toolsets: list[AbstractToolset[Any]] | None = None
         self._lock = asyncio.Lock()
-        self._output: Any = [agent.output_type, DeferredToolRequests]
+        given = agent.output_type
+        kinds = list(given) if isinstance(given, (list, tuple)) else [given]
+        self._output: Any = [*kinds, DeferredToolRequests]
 
     async def close(self) -> None:
-        await self._steps.close()
-        if self._mcp is not None:
-            await self._mcp.close()
+        await self._parts.close()
 
     async def _ready(self) -> list[AbstractToolset[Any]]:
         """The agent's toolsets, durable; with MCP servers, a toolset of their tools
@@ -191,9 +181,7 @@ class PydanticAIHarness:
             return self._toolsets
 
     async def run_turn(self, ctx: TurnContext) -> dict[str, Any]:
-        text = ctx.input.get("message")
-        if not isinstance(text, str) or not text:
-            raise AdapterError('the turn input must be {"message": "<text>"}')
+        text = turn_message(ctx)
         toolsets = await self._ready()
         with (
             bind(DurableTurn(ctx)) as turn,
@@ -211,7 +199,7 @@ class PydanticAIHarness:
                     deferred_tool_results=answers,
                     output_type=self._output,
                 )
-        return turn.tally.output(_jsonable(result.output))
+        return turn.tally.output(jsonable(result.output))
 
 
 async def _decide(turn: DurableTurn, call: ToolCallPart) -> bool | ToolDenied:
@@ -235,14 +223,10 @@ def durable(
     ``idempotent`` names tools that may simply run again after a crash."""
 
     def factory(*, workspace: Path, settings: Settings) -> PydanticAIHarness:
-        config = AgentConfig.from_settings(settings)
-        return PydanticAIHarness(
-            agent,
-            steps=ModelStep(config, ChatProvider(config.model)),
-            journal=EffectJournal(workspace / "journals"),
-            idempotent=idempotent,
-            mcp=open_mcp(settings),
+        parts = AdapterParts.from_settings(
+            workspace=workspace, settings=settings, idempotent=idempotent
         )
+        return PydanticAIHarness(agent, parts)
 
     return factory
 
@@ -340,9 +324,3 @@ def _tool(definition: ToolDefinition) -> dict[str, Any]:
     if definition.description:
         function["description"] = definition.description
     return {"type": "function", "function": function}
-
-
-def _jsonable(value: Any) -> Any:
-    from pydantic_core import to_jsonable_python
-
-    return to_jsonable_python(value, fallback=str)

@@ -19,11 +19,13 @@ from collections.abc import Iterable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
+from pydantic_core import to_jsonable_python
+
 from stint.adapters.errors import AdapterError
 from stint.agents.tally import TurnTally
 from stint.worker.context import TurnContext
 
-__all__ = ["DurableTurn", "bind", "current"]
+__all__ = ["DurableTurn", "bind", "current", "jsonable"]
 
 
 class DurableTurn:
@@ -79,3 +81,9 @@ def bind(turn: DurableTurn) -> Iterator[DurableTurn]:
         yield turn
     finally:
         _CURRENT.reset(token)
+
+
+def jsonable(value: Any) -> Any:
+    """An agent's final output as JSON (a turn's output must be): pydantic models and
+    dataclasses as their fields, anything else unknown as its ``str``."""
+    return to_jsonable_python(value, fallback=str)

@@ -30,7 +30,8 @@ from stint.store.pool import Pool
 from tests.adapters.effects import EFFECTS_ENV, read_effects
 from tests.agents.conftest import API_KEY
 from tests.polling import wait_until
-from tests.workers import Cluster, WorkerProc, fetch
+from tests.turns import assert_checks, enqueue, payloads, turn_row, until_finished
+from tests.workers import Cluster, WorkerProc
 
 pytestmark = pytest.mark.acceptance
 
@@ -84,38 +85,6 @@ def _worker(
     )
 
 
-def _enqueue(cluster: Cluster, message: str) -> dict[str, str]:
-    result = cluster.stint("enqueue", json.dumps({"message": message}))
-    assert result.returncode == 0, result.stderr
-    line: dict[str, str] = json.loads(result.stdout)
-    return line
-
-
-async def _turn(pool: Pool, turn_id: str) -> tuple[str, int, Any, str | None]:
-    rows = await fetch(
-        pool, "SELECT status, attempts, output, error FROM turns WHERE id = %s", turn_id
-    )
-    return rows[0]
-
-
-async def _until_finished(pool: Pool, turn_id: str) -> str:
-    async def done() -> str | None:
-        status = (await _turn(pool, turn_id))[0]
-        return status if status in ("succeeded", "failed", "cancelled", "interrupted") else None
-
-    return await wait_until(done, what=f"turn {turn_id} finished", within=90)
-
-
-async def _kinds(pool: Pool, session: str, kind: str) -> list[dict[str, Any]]:
-    rows = await fetch(
-        pool,
-        "SELECT payload FROM events WHERE session_id = %s AND kind = %s ORDER BY seq",
-        session,
-        kind,
-    )
-    return [r[0] for r in rows]
-
-
 def _servers_of(worker: WorkerProc) -> list[int]:
     """The MCP server processes the worker started (its children running the server)."""
     found = []
@@ -149,17 +118,17 @@ async def test_a_kill_at_each_boundary_of_an_mcp_call_never_runs_it_twice(
     cluster.env[EFFECTS_ENV] = str(effects)
     servers = _stdio(tmp_path)
     victim = _worker(cluster, notes_fake, servers, failpoints=f"{failpoint}:kill")
-    turn = _enqueue(cluster, "Please remember to buy milk.")
+    turn = enqueue(cluster, "Please remember to buy milk.")
     assert victim.wait() == -signal.SIGKILL, victim.log_text()
     assert len(read_effects(effects)) == notes
     rescuer = _worker(cluster, notes_fake, servers)
-    assert await _until_finished(pool, turn["turn_id"]) == status, rescuer.log_text()
+    assert await until_finished(pool, turn["turn_id"]) == status, rescuer.log_text()
     rescuer.signal(signal.SIGTERM)
     assert rescuer.wait() == 0
     assert len(read_effects(effects)) == notes  # nothing ran again
     sid = turn["session_id"]
-    unknown = await _kinds(pool, sid, "effect.unknown")
-    _, attempts, output, error = await _turn(pool, turn["turn_id"])
+    unknown = await payloads(pool, sid, "effect.unknown")
+    _, attempts, output, error = await turn_row(pool, turn["turn_id"])
     assert attempts == 2
     if status == "succeeded":
         assert output["reply"] == "Done: noted: buy milk"
@@ -179,15 +148,15 @@ async def test_a_read_only_mcp_tool_cut_off_by_a_kill_simply_runs_again(
     cluster.env[EFFECTS_ENV] = str(tmp_path / "notes.jsonl")
     servers = _stdio(tmp_path)
     victim = _worker(cluster, notes_fake, servers, failpoints="mcp_after_call:kill")
-    turn = _enqueue(cluster, "How many notes? count them")
+    turn = enqueue(cluster, "How many notes? count them")
     assert victim.wait() == -signal.SIGKILL
     rescuer = _worker(cluster, notes_fake, servers)
-    assert await _until_finished(pool, turn["turn_id"]) == "succeeded", rescuer.log_text()
+    assert await until_finished(pool, turn["turn_id"]) == "succeeded", rescuer.log_text()
     rescuer.signal(signal.SIGTERM)
     assert rescuer.wait() == 0
-    _, _, output, _ = await _turn(pool, turn["turn_id"])
+    _, _, output, _ = await turn_row(pool, turn["turn_id"])
     assert output["reply"] == "0 notes"
-    assert await _kinds(pool, turn["session_id"], "effect.unknown") == []
+    assert await payloads(pool, turn["session_id"], "effect.unknown") == []
 
 
 async def test_one_stdio_server_per_worker_restarted_if_it_dies_stopped_on_drain(
@@ -196,9 +165,9 @@ async def test_one_stdio_server_per_worker_restarted_if_it_dies_stopped_on_drain
     effects = tmp_path / "notes.jsonl"
     cluster.env[EFFECTS_ENV] = str(effects)
     worker = _worker(cluster, notes_fake, _stdio(tmp_path), slots=3)
-    first = [_enqueue(cluster, f"Please remember this, {n}.") for n in range(3)]
+    first = [enqueue(cluster, f"Please remember this, {n}.") for n in range(3)]
     for turn in first:
-        assert await _until_finished(pool, turn["turn_id"]) == "succeeded"
+        assert await until_finished(pool, turn["turn_id"]) == "succeeded"
     [server] = _servers_of(worker)  # three slots, one server process
     psutil.Process(server).kill()
     psutil.Process(server).wait(timeout=10)
@@ -208,8 +177,8 @@ async def test_one_stdio_server_per_worker_restarted_if_it_dies_stopped_on_drain
         return now if now and server not in now else None
 
     [again] = await wait_until(restarted, what="the MCP server started again", within=30)
-    later = _enqueue(cluster, "Please remember again.")
-    assert await _until_finished(pool, later["turn_id"]) == "succeeded"
+    later = enqueue(cluster, "Please remember again.")
+    assert await until_finished(pool, later["turn_id"]) == "succeeded"
     assert _servers_of(worker) == [again]
     assert len(read_effects(effects)) == 4
     worker.signal(signal.SIGTERM)
@@ -252,22 +221,22 @@ async def test_a_remote_server_that_drops_the_connection_mid_call_is_surfaced_no
         )
         cluster.env[EFFECTS_ENV] = str(effects)
         worker = _worker(cluster, notes_fake, servers)
-        turn = _enqueue(cluster, "Please remember to buy milk.")
+        turn = enqueue(cluster, "Please remember to buy milk.")
 
         async def held() -> list[dict[str, Any]] | None:
             return read_effects(effects) or None
 
         await wait_until(held, what="the call reached the remote server", within=60)
         proxy.set_mode("reset")  # the connection drops while the call is held
-        assert await _until_finished(pool, turn["turn_id"]) == "failed", worker.log_text()
+        assert await until_finished(pool, turn["turn_id"]) == "failed", worker.log_text()
         gate.touch()
         proxy.set_mode("pass")
         await asyncio.sleep(0)
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
-        _, _, _, error = await _turn(pool, turn["turn_id"])
+        _, _, _, error = await turn_row(pool, turn["turn_id"])
         assert error is not None and "cut off" in error
-        unknown = await _kinds(pool, turn["session_id"], "effect.unknown")
+        unknown = await payloads(pool, turn["session_id"], "effect.unknown")
         assert [u["step_key"] for u in unknown] == [f"{turn['turn_id']}:tool:0.0"]
         assert len(read_effects(effects)) == 1  # surfaced, never doubled
         assert "mcp-secret-7f3a" not in worker.log_text()
@@ -289,21 +258,18 @@ async def test_the_adapters_call_mcp_tools_as_durable_steps(
     victim = _worker(
         cluster, notes_fake, servers, harness=harness, failpoints="after_tool_step:kill"
     )
-    turn = _enqueue(cluster, "Please remember to buy milk.")
+    turn = enqueue(cluster, "Please remember to buy milk.")
     assert victim.wait() == -signal.SIGKILL, victim.log_text()
     assert len(read_effects(effects)) == 1
     rescuer = _worker(cluster, notes_fake, servers, harness=harness)
-    assert await _until_finished(pool, turn["turn_id"]) == "succeeded", rescuer.log_text()
+    assert await until_finished(pool, turn["turn_id"]) == "succeeded", rescuer.log_text()
     rescuer.signal(signal.SIGTERM)
     assert rescuer.wait() == 0
-    _, attempts, output, _ = await _turn(pool, turn["turn_id"])
+    _, attempts, output, _ = await turn_row(pool, turn["turn_id"])
     assert (attempts, output["reply"]) == (2, "Done: noted: buy milk")
     assert [c["name"] for c in output["tool_calls"]] == ["append_note"]
     assert len(read_effects(effects)) == 1
-    report = await run_checks(
-        pool, journals=cluster.workspace / "journals", faults={UUID(turn["session_id"]): 1}
-    )
-    assert report.passed, [c for c in report.as_json()["checks"] if not c["passed"]]
+    await assert_checks(pool, cluster, faults={UUID(turn["session_id"]): 1})
 
 
 async def test_stint_status_lists_the_configured_servers_and_refuses_a_bad_file(

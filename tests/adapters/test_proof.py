@@ -11,7 +11,6 @@ approved tool's effect.
 
 from __future__ import annotations
 
-import json
 import signal
 from collections import Counter
 from pathlib import Path
@@ -21,11 +20,11 @@ from uuid import UUID
 import pytest
 
 from stint.lab.fake_provider import FakeProvider
-from stint.ops.checks import run_checks
 from stint.store.pool import Pool
 from tests.adapters.effects import EFFECTS_ENV, read_effects
 from tests.agents.conftest import API_KEY
 from tests.polling import wait_until
+from tests.turns import assert_checks, enqueue, payloads, turn_row, until_finished
 from tests.workers import Cluster, WorkerProc, fetch
 
 pytestmark = pytest.mark.acceptance
@@ -52,46 +51,9 @@ def _effects_file(cluster: Cluster, tmp_path: Path) -> Path:
     return path
 
 
-def _enqueue(cluster: Cluster, message: str) -> dict[str, str]:
-    result = cluster.stint("enqueue", json.dumps({"message": message}))
-    assert result.returncode == 0, result.stderr
-    line: dict[str, str] = json.loads(result.stdout)
-    return line
-
-
-async def _turn(pool: Pool, turn_id: str) -> tuple[str, int, Any, str | None]:
-    rows = await fetch(
-        pool, "SELECT status, attempts, output, error FROM turns WHERE id = %s", turn_id
-    )
-    return rows[0]
-
-
-async def _until_finished(pool: Pool, turn_id: str) -> str:
-    async def done() -> str | None:
-        status = (await _turn(pool, turn_id))[0]
-        return status if status in ("succeeded", "failed", "cancelled", "interrupted") else None
-
-    return await wait_until(done, what=f"turn {turn_id} finished", within=90)
-
-
-async def _payloads(pool: Pool, session: str, kind: str) -> list[dict[str, Any]]:
-    rows = await fetch(
-        pool,
-        "SELECT payload FROM events WHERE session_id = %s AND kind = %s ORDER BY seq",
-        session,
-        kind,
-    )
-    return [r[0] for r in rows]
-
-
 def _rounds(fake: FakeProvider, user: str) -> list[int]:
     """The rounds the model was asked for, for turns whose user message is ``user``."""
     return [r.round for r in fake.requests() if r.user == user and r.outcome == "ok"]
-
-
-async def _checks(pool: Pool, cluster: Cluster, faults: dict[UUID, int] | None = None) -> None:
-    report = await run_checks(pool, journals=cluster.workspace / "journals", faults=faults or {})
-    assert report.passed, report.as_json()
 
 
 @pytest.mark.parametrize("harness", ADAPTERS)
@@ -101,15 +63,15 @@ async def test_a_kill_after_the_first_tool_resumes_on_another_worker(
     effects = _effects_file(cluster, tmp_path)
     message = "Please look up order A1."
     victim = _worker(cluster, fake, harness, failpoints="after_tool_step:kill")
-    turn = _enqueue(cluster, message)
+    turn = enqueue(cluster, message)
     assert victim.wait() == -signal.SIGKILL, victim.log_text()
     assert read_effects(effects) == [{"order": "A1", "tool": "lookup_order"}]
     assert _rounds(fake, message) == [0]  # the tool committed, then the kill
     rescuer = _worker(cluster, fake, harness)
-    assert await _until_finished(pool, turn["turn_id"]) == "succeeded", rescuer.log_text()
+    assert await until_finished(pool, turn["turn_id"]) == "succeeded", rescuer.log_text()
     rescuer.signal(signal.SIGTERM)
     assert rescuer.wait() == 0
-    _, attempts, output, _ = await _turn(pool, turn["turn_id"])
+    _, attempts, output, _ = await turn_row(pool, turn["turn_id"])
     assert attempts == 2
     assert output["reply"] == "Here it is: order A1: 2 mugs, paid"
     assert output["model_calls"] == 2
@@ -117,12 +79,12 @@ async def test_a_kill_after_the_first_tool_resumes_on_another_worker(
     assert read_effects(effects) == [{"order": "A1", "tool": "lookup_order"}]  # once
     assert _rounds(fake, message) == [0, 1]  # one provider request per model step
     sid = turn["session_id"]
-    called = Counter(p["name"] for p in await _payloads(pool, sid, "tool.called"))
+    called = Counter(p["name"] for p in await payloads(pool, sid, "tool.called"))
     assert called == {"lookup_order": 1}
-    assert Counter(p["name"] for p in await _payloads(pool, sid, "model.called")) == {
+    assert Counter(p["name"] for p in await payloads(pool, sid, "model.called")) == {
         "fake-model": 2
     }
-    await _checks(pool, cluster, faults={UUID(sid): 1})
+    await assert_checks(pool, cluster, faults={UUID(sid): 1})
 
 
 @pytest.mark.parametrize("harness", ADAPTERS)
@@ -132,19 +94,19 @@ async def test_an_approval_parks_frees_the_slot_then_a_kill_after_the_effect(
     effects = _effects_file(cluster, tmp_path)
     message = "I want a refund for order A1."
     first = _worker(cluster, fake, harness, slots=1)
-    asked = _enqueue(cluster, message)
+    asked = enqueue(cluster, message)
     sid = asked["session_id"]
 
     async def parked() -> list[dict[str, Any]]:
-        return await _payloads(pool, sid, "approval.requested")
+        return await payloads(pool, sid, "approval.requested")
 
     [request] = await wait_until(parked, what="the refund waits for approval")
     assert request["question"] == {"tool": "refund", "arguments": {"amount": 5.0, "order": "A1"}}
     assert await fetch(pool, "SELECT status, lease_owner FROM sessions WHERE id = %s", sid) == [
         ("parked", None)
     ]
-    other = _enqueue(cluster, "Hi there.")  # the worker's one slot is free again
-    assert await _until_finished(pool, other["turn_id"]) == "succeeded"
+    other = enqueue(cluster, "Hi there.")  # the worker's one slot is free again
+    assert await until_finished(pool, other["turn_id"]) == "succeeded"
     first.signal(signal.SIGTERM)
     assert first.wait() == 0
     assert read_effects(effects) == []  # nothing ran before the approval
@@ -155,14 +117,14 @@ async def test_an_approval_parks_frees_the_slot_then_a_kill_after_the_effect(
     assert read_effects(effects) == [{"amount": 5.0, "order": "A1", "tool": "refund"}]
     assert _rounds(fake, message) == [0]
     rescuer = _worker(cluster, fake, harness)
-    assert await _until_finished(pool, asked["turn_id"]) == "succeeded", rescuer.log_text()
+    assert await until_finished(pool, asked["turn_id"]) == "succeeded", rescuer.log_text()
     rescuer.signal(signal.SIGTERM)
     assert rescuer.wait() == 0
-    _, _, output, _ = await _turn(pool, asked["turn_id"])
+    _, _, output, _ = await turn_row(pool, asked["turn_id"])
     assert output["reply"] == "Refund: refunded 5.0 on A1"
     assert read_effects(effects) == [{"amount": 5.0, "order": "A1", "tool": "refund"}]
     assert _rounds(fake, message) == [0, 1]
-    await _checks(pool, cluster, faults={UUID(sid): 2})  # the park and the kill
+    await assert_checks(pool, cluster, faults={UUID(sid): 2})  # the park and the kill
 
 
 async def test_the_sdk_adapter_hands_off_and_keeps_its_guardrails(
@@ -170,19 +132,19 @@ async def test_the_sdk_adapter_hands_off_and_keeps_its_guardrails(
 ) -> None:
     effects = _effects_file(cluster, tmp_path)
     worker = _worker(cluster, fake, "tests.adapters.sdk_app:harness")
-    handed = _enqueue(cluster, "Please transfer me to the other desk.")
-    refused = _enqueue(cluster, "My password is hunter2.")
-    assert await _until_finished(pool, handed["turn_id"]) == "succeeded"
-    assert await _until_finished(pool, refused["turn_id"]) == "failed"
+    handed = enqueue(cluster, "Please transfer me to the other desk.")
+    refused = enqueue(cluster, "My password is hunter2.")
+    assert await until_finished(pool, handed["turn_id"]) == "succeeded"
+    assert await until_finished(pool, refused["turn_id"]) == "failed"
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
-    _, _, output, _ = await _turn(pool, handed["turn_id"])
+    _, _, output, _ = await turn_row(pool, handed["turn_id"])
     assert (output["agent"], output["reply"]) == (
         "refunds",
         'Refunds desk: {"assistant": "refunds"}; order B2: 2 mugs, paid',
     )
     assert output["model_calls"] == 3
     assert read_effects(effects) == [{"order": "B2", "tool": "lookup_order"}]
-    _, _, _, error = await _turn(pool, refused["turn_id"])
+    _, _, _, error = await turn_row(pool, refused["turn_id"])
     assert error is not None and "InputGuardrailTripwireTriggered" in error
-    await _checks(pool, cluster)
+    await assert_checks(pool, cluster)

@@ -18,6 +18,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 PACKAGES = [
     "lab",
     "ops",
+    "adapters",
     "agents",
     "api",
     "worker",

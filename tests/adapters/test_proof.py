@@ -148,3 +148,34 @@ async def test_the_sdk_adapter_hands_off_and_keeps_its_guardrails(
     _, _, _, error = await turn_row(pool, refused["turn_id"])
     assert error is not None and "InputGuardrailTripwireTriggered" in error
     await assert_checks(pool, cluster)
+
+
+@pytest.mark.parametrize("harness", ADAPTERS)
+async def test_a_denied_approval_never_runs_the_tool(
+    cluster: Cluster, pool: Pool, fake: FakeProvider, tmp_path: Path, harness: str
+) -> None:
+    effects = _effects_file(cluster, tmp_path)
+    worker = _worker(cluster, fake, harness)
+    asked = enqueue(cluster, "I want a refund for order A1.")
+    sid = asked["session_id"]
+
+    async def parked() -> list[dict[str, Any]]:
+        return await payloads(pool, sid, "approval.requested")
+
+    [request] = await wait_until(parked, what="the refund waits for approval")
+    answered = cluster.stint("answer", sid, request["step_key"], '"no"')
+    assert answered.returncode == 0, answered.stderr
+    assert await until_finished(pool, asked["turn_id"]) == "succeeded", worker.log_text()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    _, _, output, _ = await turn_row(pool, asked["turn_id"])
+    assert output["reply"].startswith("Refund: ")  # the model was told of the denial
+    assert "refunded" not in output["reply"]
+    assert {
+        "name": "refund",
+        "arguments": {"amount": 5.0, "order": "A1"},
+        "result": "not approved",
+    } in output["tool_calls"]
+    assert read_effects(effects) == []
+    assert await payloads(pool, sid, "tool.called") == []
+    await assert_checks(pool, cluster, faults={UUID(sid): 1})

@@ -8,13 +8,14 @@ offers the servers' tools beside its own (``STINT_MCP_SERVERS``).
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -193,15 +194,13 @@ def _free_port() -> int:
         return port
 
 
-async def test_a_remote_server_that_drops_the_connection_mid_call_is_surfaced_not_doubled(
-    cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
-) -> None:
-    effects, gate = tmp_path / "notes.jsonl", tmp_path / "gate"
-    env = {EFFECTS_ENV: str(effects), "MCP_GATE": str(gate)}
+@contextlib.asynccontextmanager
+async def _remote(tmp_path: Path, env: dict[str, str]) -> AsyncIterator[tuple[FaultProxy, Path]]:
+    """The test MCP server over streamable HTTP behind a fault proxy; the servers file."""
     port = _free_port()
     remote = subprocess.Popen(
         [*SERVER, "--http", str(port)],
-        env={**dict(__import__("os").environ), **env},
+        env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -219,7 +218,22 @@ async def test_a_remote_server_that_drops_the_connection_mid_call_is_surfaced_no
                 "timeout": 20,
             },
         )
-        cluster.env[EFFECTS_ENV] = str(effects)
+        yield proxy, servers
+    finally:
+        await proxy.stop()
+        remote.terminate()
+        remote.wait(timeout=10)
+
+
+async def test_a_remote_server_that_drops_the_connection_mid_call_is_surfaced_not_doubled(
+    cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
+) -> None:
+    effects, gate = tmp_path / "notes.jsonl", tmp_path / "gate"
+    cluster.env[EFFECTS_ENV] = str(effects)
+    async with _remote(tmp_path, {EFFECTS_ENV: str(effects), "MCP_GATE": str(gate)}) as (
+        proxy,
+        servers,
+    ):
         worker = _worker(cluster, notes_fake, servers)
         turn = enqueue(cluster, "Please remember to buy milk.")
 
@@ -231,19 +245,42 @@ async def test_a_remote_server_that_drops_the_connection_mid_call_is_surfaced_no
         assert await until_finished(pool, turn["turn_id"]) == "failed", worker.log_text()
         gate.touch()
         proxy.set_mode("pass")
-        await asyncio.sleep(0)
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
-        _, _, _, error = await turn_row(pool, turn["turn_id"])
-        assert error is not None and "cut off" in error
-        unknown = await payloads(pool, turn["session_id"], "effect.unknown")
-        assert [u["step_key"] for u in unknown] == [f"{turn['turn_id']}:tool:0.0"]
-        assert len(read_effects(effects)) == 1  # surfaced, never doubled
-        assert "mcp-secret-7f3a" not in worker.log_text()
-    finally:
-        await proxy.stop()
-        remote.terminate()
-        remote.wait(timeout=10)
+    _, _, _, error = await turn_row(pool, turn["turn_id"])
+    assert error is not None and "cut off" in error
+    unknown = await payloads(pool, turn["session_id"], "effect.unknown")
+    assert [u["step_key"] for u in unknown] == [f"{turn['turn_id']}:tool:0.0"]
+    assert len(read_effects(effects)) == 1  # surfaced, never doubled
+    assert "mcp-secret-7f3a" not in worker.log_text()
+
+
+async def test_a_read_only_remote_call_cut_off_mid_call_is_retried_in_its_step(
+    cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
+) -> None:
+    effects, gate, calls = tmp_path / "notes.jsonl", tmp_path / "gate", tmp_path / "calls"
+    cluster.env[EFFECTS_ENV] = str(effects)
+    env = {EFFECTS_ENV: str(effects), "MCP_GATE": str(gate), "MCP_CALLS": str(calls)}
+    async with _remote(tmp_path, env) as (proxy, servers):
+        worker = _worker(cluster, notes_fake, servers)
+        turn = enqueue(cluster, "How many notes? count them")
+
+        async def reached() -> bool:
+            return calls.exists()
+
+        await wait_until(reached, what="the call reached the remote server", within=60)
+        proxy.set_mode("reset")  # the connection drops while the call is held
+        proxy.set_mode("pass")
+        gate.touch()
+        assert await until_finished(pool, turn["turn_id"]) == "succeeded", worker.log_text()
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0
+    _, _, output, _ = await turn_row(pool, turn["turn_id"])
+    assert output["reply"] == "0 notes"
+    assert calls.read_text().splitlines() == ["count_notes", "count_notes"]  # run again
+    sid = turn["session_id"]
+    assert len(await payloads(pool, sid, "tool.returned")) == 1  # one step, committed once
+    assert await payloads(pool, sid, "effect.unknown") == []
 
 
 @pytest.mark.parametrize(
@@ -295,3 +332,36 @@ async def test_stint_status_lists_the_configured_servers_and_refuses_a_bad_file(
     refused = cluster.stint("status", STINT_MCP_SERVERS=str(bad))
     assert refused.returncode == 2
     assert "give either command (stdio) or url" in refused.stderr
+
+
+async def test_an_mcp_tool_the_file_marks_for_approval_parks_until_answered(
+    cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
+) -> None:
+    effects = tmp_path / "notes.jsonl"
+    cluster.env[EFFECTS_ENV] = str(effects)
+    servers = _servers_file(
+        tmp_path,
+        {
+            "name": "notes",
+            "command": SERVER[0],
+            "args": SERVER[1:],
+            "needs_approval": ["append_note"],
+        },
+    )
+    worker = _worker(cluster, notes_fake, servers, slots=1)
+    asked = enqueue(cluster, "Please remember to buy milk.")
+    sid = asked["session_id"]
+
+    async def parked() -> list[dict[str, Any]]:
+        return await payloads(pool, sid, "approval.requested")
+
+    [request] = await wait_until(parked, what="the MCP call waits for approval")
+    assert request["question"] == {"tool": "append_note", "arguments": {"text": "buy milk"}}
+    assert read_effects(effects) == []
+    answered = cluster.stint("answer", sid, request["step_key"], '"yes"')
+    assert answered.returncode == 0, answered.stderr
+    assert await until_finished(pool, asked["turn_id"]) == "succeeded", worker.log_text()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert len(read_effects(effects)) == 1
+    await assert_checks(pool, cluster, faults={UUID(sid): 1})

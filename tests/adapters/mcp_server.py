@@ -44,6 +44,12 @@ async def count_notes() -> str:
     return f"{len(read_effects(Path(os.environ[EFFECTS_ENV])))} notes"
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def sees(variable: str) -> str:
+    """Whether this server's environment holds ``variable`` (never its value)."""
+    return f"{variable}: {'yes' if variable in os.environ else 'no'}"
+
+
 async def _gate() -> None:
     """Hold the call until the gate file (``MCP_GATE``) exists, when one is named."""
     gate = os.environ.get("MCP_GATE")

@@ -44,6 +44,17 @@ NOTES_SCRIPT = FakeScript(
             reply="Done: {results}",
         ),
         FakeRule(when="count", rounds=((FakeCall("count_notes", {}),),), reply="{results}"),
+        FakeRule(
+            when="leak",
+            rounds=(
+                (
+                    FakeCall("sees", {"variable": "STINT_DATABASE_URL"}),
+                    FakeCall("sees", {"variable": "STINT_MODEL_API_KEY"}),
+                    FakeCall("sees", {"variable": EFFECTS_ENV}),
+                ),
+            ),
+            reply="{results}",
+        ),
     )
 )
 SERVER = [sys.executable, "-m", "tests.adapters.mcp_server"]
@@ -62,8 +73,11 @@ def _servers_file(tmp_path: Path, *servers: dict[str, Any]) -> Path:
     return path
 
 
-def _stdio(tmp_path: Path) -> Path:
-    return _servers_file(tmp_path, {"name": "notes", "command": SERVER[0], "args": SERVER[1:]})
+def _stdio(tmp_path: Path, effects: Path, **more: Any) -> Path:
+    """The test server over stdio; it gets the effects file through the servers file
+    (a stdio server sees none of the worker's environment)."""
+    server = {"name": "notes", "command": SERVER[0], "args": SERVER[1:], **more}
+    return _servers_file(tmp_path, {**server, "env": {EFFECTS_ENV: str(effects)}})
 
 
 def _worker(
@@ -116,8 +130,7 @@ async def test_a_kill_at_each_boundary_of_an_mcp_call_never_runs_it_twice(
     notes: int,
 ) -> None:
     effects = tmp_path / "notes.jsonl"
-    cluster.env[EFFECTS_ENV] = str(effects)
-    servers = _stdio(tmp_path)
+    servers = _stdio(tmp_path, effects)
     victim = _worker(cluster, notes_fake, servers, failpoints=f"{failpoint}:kill")
     turn = enqueue(cluster, "Please remember to buy milk.")
     assert victim.wait() == -signal.SIGKILL, victim.log_text()
@@ -146,8 +159,7 @@ async def test_a_kill_at_each_boundary_of_an_mcp_call_never_runs_it_twice(
 async def test_a_read_only_mcp_tool_cut_off_by_a_kill_simply_runs_again(
     cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
 ) -> None:
-    cluster.env[EFFECTS_ENV] = str(tmp_path / "notes.jsonl")
-    servers = _stdio(tmp_path)
+    servers = _stdio(tmp_path, tmp_path / "notes.jsonl")
     victim = _worker(cluster, notes_fake, servers, failpoints="mcp_after_call:kill")
     turn = enqueue(cluster, "How many notes? count them")
     assert victim.wait() == -signal.SIGKILL
@@ -164,8 +176,7 @@ async def test_one_stdio_server_per_worker_restarted_if_it_dies_stopped_on_drain
     cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
 ) -> None:
     effects = tmp_path / "notes.jsonl"
-    cluster.env[EFFECTS_ENV] = str(effects)
-    worker = _worker(cluster, notes_fake, _stdio(tmp_path), slots=3)
+    worker = _worker(cluster, notes_fake, _stdio(tmp_path, effects), slots=3)
     first = [enqueue(cluster, f"Please remember this, {n}.") for n in range(3)]
     for turn in first:
         assert await until_finished(pool, turn["turn_id"]) == "succeeded"
@@ -229,7 +240,6 @@ async def test_a_remote_server_that_drops_the_connection_mid_call_is_surfaced_no
     cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
 ) -> None:
     effects, gate = tmp_path / "notes.jsonl", tmp_path / "gate"
-    cluster.env[EFFECTS_ENV] = str(effects)
     async with _remote(tmp_path, {EFFECTS_ENV: str(effects), "MCP_GATE": str(gate)}) as (
         proxy,
         servers,
@@ -259,7 +269,6 @@ async def test_a_read_only_remote_call_cut_off_mid_call_is_retried_in_its_step(
     cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
 ) -> None:
     effects, gate, calls = tmp_path / "notes.jsonl", tmp_path / "gate", tmp_path / "calls"
-    cluster.env[EFFECTS_ENV] = str(effects)
     env = {EFFECTS_ENV: str(effects), "MCP_GATE": str(gate), "MCP_CALLS": str(calls)}
     async with _remote(tmp_path, env) as (proxy, servers):
         worker = _worker(cluster, notes_fake, servers)
@@ -290,8 +299,7 @@ async def test_the_adapters_call_mcp_tools_as_durable_steps(
     cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path, harness: str
 ) -> None:
     effects = tmp_path / "notes.jsonl"
-    cluster.env[EFFECTS_ENV] = str(effects)
-    servers = _stdio(tmp_path)
+    servers = _stdio(tmp_path, effects)
     victim = _worker(
         cluster, notes_fake, servers, harness=harness, failpoints="after_tool_step:kill"
     )
@@ -338,16 +346,7 @@ async def test_an_mcp_tool_the_file_marks_for_approval_parks_until_answered(
     cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
 ) -> None:
     effects = tmp_path / "notes.jsonl"
-    cluster.env[EFFECTS_ENV] = str(effects)
-    servers = _servers_file(
-        tmp_path,
-        {
-            "name": "notes",
-            "command": SERVER[0],
-            "args": SERVER[1:],
-            "needs_approval": ["append_note"],
-        },
-    )
+    servers = _stdio(tmp_path, effects, needs_approval=["append_note"])
     worker = _worker(cluster, notes_fake, servers, slots=1)
     asked = enqueue(cluster, "Please remember to buy milk.")
     sid = asked["session_id"]
@@ -365,3 +364,18 @@ async def test_an_mcp_tool_the_file_marks_for_approval_parks_until_answered(
     assert worker.wait() == 0
     assert len(read_effects(effects)) == 1
     await assert_checks(pool, cluster, faults={UUID(sid): 1})
+
+
+async def test_a_stdio_server_sees_none_of_the_workers_environment(
+    cluster: Cluster, pool: Pool, notes_fake: FakeProvider, tmp_path: Path
+) -> None:
+    worker = _worker(cluster, notes_fake, _stdio(tmp_path, tmp_path / "notes.jsonl"))
+    turn = enqueue(cluster, "Does it leak?")
+    assert await until_finished(pool, turn["turn_id"]) == "succeeded", worker.log_text()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    _, _, output, _ = await turn_row(pool, turn["turn_id"])
+    # The database URL and the model key stay in the worker; the file's env arrives.
+    assert (
+        output["reply"] == "STINT_DATABASE_URL: no; STINT_MODEL_API_KEY: no; ADAPTER_EFFECTS: yes"
+    )

@@ -10,8 +10,11 @@ A JSON object with one list, ``servers``; each server is either a command
        "headers_file": "/run/secrets/search-headers.json", "idempotent": ["lookup"]}
     ]}
 
-``headers_file`` holds a JSON object of HTTP headers (``Authorization``...): a
-mounted secret, read when the connection opens and never logged or shown.
+A stdio server gets only the environment its ``env`` gives, on top of a safe
+few variables (``PATH``, ``HOME``, ...): never the worker's own, which holds
+the database URL and the model key. ``headers_file`` holds a JSON object of
+HTTP headers (``Authorization``...): a mounted secret, read when the
+connection opens and never logged or shown.
 ``needs_approval`` names tools whose every call waits for a human's answer;
 ``idempotent`` names tools that may run again after a crash cut a call off
 (besides those the server itself marks read-only or idempotent).

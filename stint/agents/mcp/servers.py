@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,7 @@ from stint.worker.tools import Tool, ToolCall
 try:
     import httpx2
     import mcp
-    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
     from mcp.client.streamable_http import streamable_http_client
 except ImportError as exc:  # the optional dependency
     raise McpConfigError("MCP servers need the mcp package: pip install 'stint[mcp]'") from exc
@@ -180,7 +179,9 @@ class _Connection:
             params = StdioServerParameters(
                 command=config.command,
                 args=config.args,
-                env={**os.environ, **config.env},
+                # Never the worker's own environment: it holds the database URL and the
+                # model key. The SDK's safe few (PATH, HOME, ...) and what the file gives.
+                env={**get_default_environment(), **config.env},
                 cwd=config.cwd,
             )
             async with stdio_client(params) as streams:

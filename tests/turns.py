@@ -11,14 +11,43 @@ import json
 from typing import Any
 from uuid import UUID
 
+from stint.lab.fake_provider import FakeProvider
 from stint.ops.checks import run_checks
 from stint.store.pool import Pool
 from tests.polling import wait_until
-from tests.workers import Cluster, fetch
+from tests.workers import Cluster, WorkerProc, fetch
 
-__all__ = ["assert_checks", "enqueue", "payloads", "turn_row", "until_finished"]
+__all__ = [
+    "TEST_API_KEY",
+    "agent_worker",
+    "assert_checks",
+    "enqueue",
+    "payloads",
+    "turn_row",
+    "until_finished",
+]
 
 _ENDED = ("succeeded", "failed", "cancelled", "interrupted")
+TEST_API_KEY = "sk-test-4c1d2e3f4a5b6c7d8e9f"
+
+
+def agent_worker(
+    cluster: Cluster,
+    fake: FakeProvider,
+    *,
+    harness: str = "stint.agents:chat",
+    slots: int = 2,
+    **env: Any,
+) -> WorkerProc:
+    """A worker running an agent loop against ``fake`` (more settings in ``env``)."""
+    return cluster.start_worker(
+        slots=slots,
+        harness=harness,
+        model_base_url=fake.url,
+        model="fake-model",
+        model_api_key=TEST_API_KEY,
+        **env,
+    )
 
 
 def enqueue(cluster: Cluster, message: str, session: str | None = None) -> dict[str, str]:

@@ -29,9 +29,15 @@ from stint.lab.proxy import FaultProxy
 from stint.ops.checks import run_checks
 from stint.store.pool import Pool
 from tests.adapters.effects import EFFECTS_ENV, read_effects
-from tests.agents.conftest import API_KEY
 from tests.polling import wait_until
-from tests.turns import assert_checks, enqueue, payloads, turn_row, until_finished
+from tests.turns import (
+    agent_worker,
+    assert_checks,
+    enqueue,
+    payloads,
+    turn_row,
+    until_finished,
+)
 from tests.workers import Cluster, WorkerProc
 
 pytestmark = pytest.mark.acceptance
@@ -89,14 +95,8 @@ def _worker(
     harness: str = "stint.agents:chat",
     **env: Any,
 ) -> WorkerProc:
-    return cluster.start_worker(
-        slots=slots,
-        harness=harness,
-        model_base_url=fake.url,
-        model="fake-model",
-        model_api_key=API_KEY,
-        mcp_servers=str(servers),
-        **env,
+    return agent_worker(
+        cluster, fake, harness=harness, slots=slots, mcp_servers=str(servers), **env
     )
 
 

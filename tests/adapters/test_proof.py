@@ -22,9 +22,15 @@ import pytest
 from stint.lab.fake_provider import FakeProvider
 from stint.store.pool import Pool
 from tests.adapters.effects import EFFECTS_ENV, read_effects
-from tests.agents.conftest import API_KEY
 from tests.polling import wait_until
-from tests.turns import assert_checks, enqueue, payloads, turn_row, until_finished
+from tests.turns import (
+    agent_worker,
+    assert_checks,
+    enqueue,
+    payloads,
+    turn_row,
+    until_finished,
+)
 from tests.workers import Cluster, WorkerProc, fetch
 
 pytestmark = pytest.mark.acceptance
@@ -35,14 +41,7 @@ ADAPTERS = ["tests.adapters.sdk_app:harness", "tests.adapters.pydantic_app:harne
 def _worker(
     cluster: Cluster, fake: FakeProvider, harness: str, *, slots: int = 2, **env: Any
 ) -> WorkerProc:
-    return cluster.start_worker(
-        slots=slots,
-        harness=harness,
-        model_base_url=fake.url,
-        model="fake-model",
-        model_api_key=API_KEY,
-        **env,
-    )
+    return agent_worker(cluster, fake, harness=harness, slots=slots, **env)
 
 
 def _effects_file(cluster: Cluster, tmp_path: Path) -> Path:

@@ -19,23 +19,17 @@ from stint.lab.fake_provider import FakeProvider
 from stint.store.pool import Pool
 from tests.agents.conftest import API_KEY
 from tests.polling import wait_until
-from tests.turns import assert_checks, enqueue, payloads, turn_row, until_finished
-from tests.workers import Cluster, WorkerProc, event_kinds, fetch
+from tests.turns import (
+    agent_worker,
+    assert_checks,
+    enqueue,
+    payloads,
+    turn_row,
+    until_finished,
+)
+from tests.workers import Cluster, event_kinds, fetch
 
 pytestmark = pytest.mark.acceptance
-
-
-def _agent_worker(
-    cluster: Cluster, fake: FakeProvider, *, slots: int = 2, **env: Any
-) -> WorkerProc:
-    return cluster.start_worker(
-        slots=slots,
-        harness="stint.agents:chat",
-        model_base_url=fake.url,
-        model="fake-model",
-        model_api_key=API_KEY,
-        **env,
-    )
 
 
 def _show(cluster: Cluster, *args: str) -> dict[str, Any]:
@@ -54,7 +48,7 @@ async def test_a_three_turn_conversation_with_two_tools(cluster: Cluster, pool: 
     fake = FakeProvider(token_delay_ms=5)
     cluster.env["STINT_TRACING"] = "console"
     with fake.running():
-        worker = _agent_worker(cluster, fake)
+        worker = agent_worker(cluster, fake)
         first = enqueue(cluster, "What is 19 + 23?")
         sid = first["session_id"]
         second = enqueue(cluster, "Please note that down.", sid)
@@ -110,11 +104,11 @@ async def test_a_crash_after_a_tool_resumes_with_only_the_remaining_model_call(
 ) -> None:
     fake = FakeProvider()
     with fake.running():
-        victim = _agent_worker(cluster, fake, failpoints="after_tool_step:kill")
+        victim = agent_worker(cluster, fake, failpoints="after_tool_step:kill")
         turn = enqueue(cluster, "What is 19 + 23?")
         assert victim.wait() == -signal.SIGKILL
         assert _calls(fake, "What is 19 + 23?") == [0]  # the tool committed, then the crash
-        rescuer = _agent_worker(cluster, fake)
+        rescuer = agent_worker(cluster, fake)
         assert await until_finished(pool, turn["turn_id"]) == "succeeded"
         rescuer.signal(signal.SIGTERM)
         assert rescuer.wait() == 0
@@ -134,7 +128,7 @@ async def test_an_approval_gated_tool_parks_frees_the_slot_and_resumes(
 ) -> None:
     fake = FakeProvider()
     with fake.running():
-        worker = _agent_worker(cluster, fake, slots=1)
+        worker = agent_worker(cluster, fake, slots=1)
         asked = enqueue(cluster, "Please deploy the web service.")
         sid = asked["session_id"]
 
@@ -168,7 +162,7 @@ async def test_a_429_storm_finishes_with_the_retries_counted(cluster: Cluster, p
     fake.rate_limit(4, retry_after_ms=50)
     fake.rate_limit(1, retry_after=0.1)
     with fake.running():
-        worker = _agent_worker(cluster, fake)
+        worker = agent_worker(cluster, fake)
         turn = enqueue(cluster, "What is 19 + 23?")
         assert await until_finished(pool, turn["turn_id"]) == "succeeded"
         worker.signal(signal.SIGTERM)
@@ -194,7 +188,7 @@ async def test_a_refusal_fails_the_turn_with_the_message_and_never_the_key(
     fake = FakeProvider()
     fake.refuse(status=401, message="Incorrect API key provided: {authorization}")
     with fake.running():
-        worker = _agent_worker(cluster, fake)
+        worker = agent_worker(cluster, fake)
         turn = enqueue(cluster, "What is 19 + 23?")
         assert await until_finished(pool, turn["turn_id"]) == "failed"
         worker.signal(signal.SIGTERM)
@@ -216,7 +210,7 @@ async def test_a_first_token_slower_than_the_lease_keeps_the_turn(
     fake = FakeProvider()
     fake.slow_first_token(2.5)  # the lease is 1 s: it is renewed while the model thinks
     with fake.running():
-        worker = _agent_worker(cluster, fake)
+        worker = agent_worker(cluster, fake)
         turn = enqueue(cluster, "Hello there")
         assert await until_finished(pool, turn["turn_id"]) == "succeeded"
         worker.signal(signal.SIGTERM)

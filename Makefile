@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	@# One line per package as pip goes (not silent for a minute), the whole log kept.
-	$(BIN)/pip install --progress-bar off -c constraints.txt -e ".[dev,load,api,agents,containers,otlp]" 2>&1 \
+	$(BIN)/pip install --progress-bar off -c constraints.txt -e ".[dev,load,api,agents,openai-agents,pydantic-ai,mcp,containers,otlp]" 2>&1 \
 		| tee $(VENV)/install.log | grep --line-buffered -E '^(Processing|Collecting|Installing)' || true
 	@test -x $(BIN)/stint || { tail -25 $(VENV)/install.log >&2; echo "setup failed (log: $(VENV)/install.log)" >&2; exit 1; }
 	touch $(STAMP)

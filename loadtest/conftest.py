@@ -82,7 +82,8 @@ def pytest_addoption(parser: Parser) -> None:
         choices=("all", *HARNESSES),
         default="all",
         help="which harness's cases to run: the scripted fixture, stint.agents:chat against "
-        "the fake provider (ids start with agents-; -k agents also selects them), or all",
+        "the fake provider (ids start with agents-; -k agents also selects them), an "
+        "adapter's load agent (openai-agents, pydantic-ai), or all",
     )
     group.addoption(
         "--model-latency-ms",
@@ -158,18 +159,19 @@ def matrix_cases(config: Config) -> list[CaseSpec]:
     cases: list[CaseSpec] = []
     if harness in ("all", "scripted"):
         cases += [CaseSpec(w, s, n, ms, rep) for w, s, n, ms in cells for rep in range(1, reps + 1)]
-    if harness in ("all", "agents"):
-        latency = int(config.getoption("--model-latency-ms"))
-        agent_cells = (
-            [(w, s, n) for w, s, n, _ in cells]
-            if matrix
-            else [(w, s, sessions or n) for w, s, n in DEFAULT_AGENT_MATRIX]
-        )
-        cases += [
-            CaseSpec(w, s, n, 0, rep, harness="agents", model_latency_ms=latency)
-            for w, s, n in agent_cells
-            for rep in range(1, reps + 1)
-        ]
+    latency = int(config.getoption("--model-latency-ms"))
+    agent_cells = (
+        [(w, s, n) for w, s, n, _ in cells]
+        if matrix
+        else [(w, s, sessions or n) for w, s, n in DEFAULT_AGENT_MATRIX]
+    )
+    for loop in HARNESSES[1:]:  # stint.agents:chat, then each adapter
+        if harness in ("all", loop):
+            cases += [
+                CaseSpec(w, s, n, 0, rep, harness=loop, model_latency_ms=latency)
+                for w, s, n in agent_cells
+                for rep in range(1, reps + 1)
+            ]
     return cases
 
 

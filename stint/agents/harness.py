@@ -13,27 +13,28 @@ gets the recorded answers back without calling the model or a tool again.
 from __future__ import annotations
 
 import importlib
-from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from stint.agents.approval import approved
 from stint.agents.config import AgentConfig
 from stint.agents.errors import AgentConfigError, AgentError, ToolArgumentsError, TooManyIterations
+from stint.agents.mcp import open_mcp
 from stint.agents.memory import History, trim_window
-from stint.agents.provider import ChatProvider, Retry
-from stint.agents.quota_gate import QuotaGate, estimate_tokens
-from stint.agents.stream import DeltaCoalescer
-from stint.agents.tools import ToolRegistry, tool_result_text
+from stint.agents.model_step import ModelStep
+from stint.agents.provider import ChatProvider
+from stint.agents.tally import TurnTally
+from stint.agents.tools import ToolRegistry, parse_object, tool_result_text
 from stint.config.settings import Settings
 from stint.worker.context import TurnContext
 from stint.worker.failpoints import failpoint
 from stint.worker.journal import EffectJournal
+from stint.worker.tools import Tool
+
+if TYPE_CHECKING:
+    from stint.agents.mcp.servers import McpServers, McpTool
 
 __all__ = ["ChatHarness", "chat", "load_tools"]
-
-_APPROVALS = frozenset({"yes", "y", "approve", "approved", "ok", "true"})
-_SHOWN_RESULT = 300  # characters of each tool result kept in the turn's output
-_USAGE = ("input_tokens", "output_tokens", "cached_tokens")
 
 
 class ChatHarness:
@@ -46,15 +47,21 @@ class ChatHarness:
         tools: ToolRegistry,
         journal: EffectJournal,
         provider: ChatProvider,
+        mcp: McpServers | None = None,
     ) -> None:
         self._config = config
         self._tools = tools
         self._journal = journal
         self._provider = provider
+        self._model = ModelStep(config, provider)
+        self._mcp = mcp
 
     async def close(self) -> None:
-        """Close the provider client's connections (tests and the demo; a worker exits)."""
-        await self._provider.close()
+        """Close the provider client's connections and stop the MCP servers (the worker
+        calls it when it drains; tests and the demo too)."""
+        await self._model.close()
+        if self._mcp is not None:
+            await self._mcp.close()
 
     async def run_turn(self, ctx: TurnContext) -> dict[str, Any]:
         text = ctx.input.get("message")
@@ -67,13 +74,12 @@ class ChatHarness:
         if history.dropped:
             await ctx.emit(history.as_json(), kind="history.truncated")
         turn: list[dict[str, Any]] = [{"role": "user", "content": text}]
-        tally = _Tally()
+        tally = TurnTally()
+        remote = {t.name: t for t in await self._mcp.tools()} if self._mcp else {}
         for i in range(self._config.max_iterations):
             key = f"{ctx.turn_id}:model:{i}"
-            request = self._request(history, turn)
-            result = await ctx.call_model(
-                key, partial(self._call_model, ctx, key), request, name=self._provider.model
-            )
+            request = self._request(history, turn, remote)
+            result = await self._model.call(ctx, key, request)
             tally.add_model(result)
             message = result["message"]
             turn.append(message)
@@ -82,14 +88,18 @@ class ChatHarness:
                 await ctx.remember(turn)
                 return tally.output(message.get("content") or "", history)
             for j, call in enumerate(calls):
-                content = await self._run_tool(ctx, f"{ctx.turn_id}:tool:{i}.{j}", call, tally)
+                content = await self._run_tool(
+                    ctx, f"{ctx.turn_id}:tool:{i}.{j}", call, tally, remote
+                )
                 turn.append({"role": "tool", "tool_call_id": call["id"], "content": content})
         raise TooManyIterations(
             f"no final answer after {self._config.max_iterations} model calls "
             "(STINT_AGENT_MAX_ITERATIONS)"
         )
 
-    def _request(self, history: History, turn: list[dict[str, Any]]) -> dict[str, Any]:
+    def _request(
+        self, history: History, turn: list[dict[str, Any]], remote: dict[str, McpTool]
+    ) -> dict[str, Any]:
         system = (
             [{"role": "system", "content": self._config.system_prompt}]
             if self._config.system_prompt
@@ -99,118 +109,56 @@ class ChatHarness:
             "model": self._provider.model,
             "messages": [*system, *history.messages, *turn],
         }
-        if len(self._tools):
-            request["tools"] = self._tools.schemas()
+        schemas = [*self._tools.schemas(), *(t.schema() for t in remote.values())]
+        if schemas:
+            request["tools"] = schemas
         return request
 
-    async def _call_model(
-        self, ctx: TurnContext, key: str, request: dict[str, Any]
-    ) -> dict[str, Any]:
-        """The body of one model step: stream, coalescing deltas into events."""
-
-        async def write(payload: dict[str, Any]) -> None:
-            await ctx.emit(payload, kind="message.delta")
-
-        deltas = DeltaCoalescer(
-            write,
-            base={"step_key": key, "attempt": ctx.attempt},
-            flush_seconds=self._config.stream.flush_seconds,
-            flush_deltas=self._config.stream.flush_deltas,
-        )
-
-        async def on_retry(retry: Retry) -> None:
-            await deltas.new_try(retry.attempt + 1)
-            await ctx.emit(
-                {
-                    "step_key": key,
-                    "attempt": ctx.attempt,
-                    "try": retry.attempt,
-                    "reason": retry.reason,
-                    "status": retry.status,
-                    "delay_s": round(retry.delay, 3),
-                },
-                kind="model.retried",
-            )
-
-        quota = self._config.quota
-        gate = (
-            None if quota is None else QuotaGate(ctx, quota, key, estimate_tokens(request, quota))
-        )
-        try:
-            result = await self._provider.complete(
-                request, on_delta=deltas.add, on_retry=on_retry, quota=gate
-            )
-        except BaseException:
-            await deltas.abort()
-            raise
-        await deltas.close()
-        result["delta_events"] = deltas.events
-        return result
-
     async def _run_tool(
-        self, ctx: TurnContext, key: str, call: dict[str, Any], tally: _Tally
+        self,
+        ctx: TurnContext,
+        key: str,
+        call: dict[str, Any],
+        tally: TurnTally,
+        remote: dict[str, McpTool],
     ) -> str:
         """The tool message content for one call; a bad call is the model's to fix."""
         name = str(call["function"]["name"])
-        tool = self._tools.get(name)
-        if tool is None:
-            known = ", ".join(t.name for t in self._tools) or "none"
-            tally.add_tool(name, None, f"error: no tool named {name!r}")
-            return f"error: there is no tool named {name!r} (tools: {known})"
+        raw = str(call["function"]["arguments"])
         try:
-            args = tool.parse(str(call["function"]["arguments"]))
+            found = self._resolve(name, raw, remote)
         except ToolArgumentsError as exc:
             tally.add_tool(name, None, f"error: {exc}")
             return f"error: {exc}. Call the tool again with valid arguments."
-        if tool.needs_approval:
+        if found is None:
+            known = ", ".join([*(t.name for t in self._tools), *remote]) or "none"
+            tally.add_tool(name, None, f"error: no tool named {name!r}")
+            return f"error: there is no tool named {name!r} (tools: {known})"
+        args, needs_approval, tool = found
+        if needs_approval:
             answer = await ctx.ask(f"{key}:approval", {"tool": name, "arguments": args})
-            if not _approved(answer):
+            if not approved(answer):
                 tally.add_tool(name, args, "not approved")
                 return f"error: the user did not approve this call of {name} (answer: {answer!r})"
-        result = await ctx.call_tool(key, tool.durable(self._journal), args)
+        result = await ctx.call_tool(key, tool, args)
         failpoint("after_tool_step")
         content = tool_result_text(result)
         tally.add_tool(name, args, content)
         return content
 
-
-class _Tally:
-    """What the turn did, for its output: model calls, usage sums, tool calls."""
-
-    def __init__(self) -> None:
-        self.model_calls = 0
-        self.retries = 0
-        self.usage: dict[str, int | None] = dict.fromkeys(_USAGE)
-        self.tools: list[dict[str, Any]] = []
-
-    def add_model(self, result: dict[str, Any]) -> None:
-        self.model_calls += 1
-        self.retries += int(result.get("retries") or 0)
-        for key in _USAGE:
-            value = (result.get("usage") or {}).get(key)
-            if value is not None:
-                self.usage[key] = (self.usage[key] or 0) + int(value)
-
-    def add_tool(self, name: str, args: dict[str, Any] | None, result: str) -> None:
-        self.tools.append({"name": name, "arguments": args, "result": result[:_SHOWN_RESULT]})
-
-    def output(self, reply: str, history: History) -> dict[str, Any]:
-        return {
-            "reply": reply,
-            "model_calls": self.model_calls,
-            "retries": self.retries,
-            "usage": self.usage,
-            "tool_calls": self.tools,
-            "history": history.as_json(),
-        }
-
-
-def _approved(answer: Any) -> bool:
-    if isinstance(answer, bool):
-        return answer
-    if isinstance(answer, dict):
-        return answer.get("approved") is True
-    return isinstance(answer, str) and answer.strip().lower() in _APPROVALS
+    def _resolve(
+        self, name: str, raw: str, remote: dict[str, McpTool]
+    ) -> tuple[dict[str, Any], bool, Tool] | None:
+        """The call's checked arguments, whether it waits for approval, and the durable
+        tool that runs it: a registered tool, else an MCP server's; None: no such tool."""
+        tool = self._tools.get(name)
+        if tool is not None:
+            return tool.parse(raw), tool.needs_approval, tool.durable(self._journal)
+        found = remote.get(name)
+        if found is None or self._mcp is None:
+            return None
+        args = parse_object(name, raw)
+        return args, found.needs_approval, self._mcp.durable(found, self._journal)
 
 
 def load_tools(spec: str) -> ToolRegistry:
@@ -233,4 +181,5 @@ def chat(*, workspace: Path, settings: Settings) -> ChatHarness:
         tools=load_tools(config.tools),
         journal=EffectJournal(workspace / "journals"),
         provider=ChatProvider(config.model),
+        mcp=open_mcp(settings),
     )

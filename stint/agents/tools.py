@@ -30,7 +30,14 @@ from stint.agents.errors import ToolArgumentsError
 from stint.worker.journal import EffectJournal
 from stint.worker.tools import JournalTool, Reconciled, Tool, ToolCall, Verdict
 
-__all__ = ["AgentTool", "ToolRegistry", "arguments_of", "tool_result_text"]
+__all__ = [
+    "AgentTool",
+    "JournaledTool",
+    "ToolRegistry",
+    "arguments_of",
+    "parse_object",
+    "tool_result_text",
+]
 
 ToolFunction = Callable[..., Awaitable[Any]]
 
@@ -61,12 +68,7 @@ class AgentTool:
 
     def parse(self, raw: str) -> dict[str, Any]:
         """The model's argument text as validated, normalised JSON arguments."""
-        try:
-            value = json.loads(raw or "{}")
-        except json.JSONDecodeError as exc:
-            raise ToolArgumentsError(f"arguments for {self.name} are not JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise ToolArgumentsError(f"arguments for {self.name} must be a JSON object")
+        value = parse_object(self.name, raw)
         try:
             parsed = self.arguments.model_validate(value)
         except ValidationError as exc:
@@ -82,7 +84,15 @@ class AgentTool:
         """The Stint tool that runs one call of this tool at most once."""
         if self.function is None:
             return _NamedJournalTool(self.name, journal)
-        return _FunctionTool(self, journal)
+        return JournaledTool(self.name, self._answer, journal, idempotent=self.idempotent)
+
+    async def _answer(self, call: ToolCall) -> Any:
+        """The function's result; its own failure is its answer, for the model."""
+        assert self.function is not None
+        try:
+            return await self.function(**dict(call.args))
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 class ToolRegistry:
@@ -201,20 +211,31 @@ def _arguments_model(tool_name: str, fn: ToolFunction) -> type[BaseModel]:
     return model
 
 
-class _FunctionTool:
-    """A registered function as a Stint tool: its result is journaled before commit."""
+class JournaledTool:
+    """Any async effect as a Stint tool: its JSON result is appended to the session's
+    fsync'd journal under the step key before the step commits, so a crash between
+    the two is reconciled from the journal instead of running the effect again.
 
-    def __init__(self, tool: AgentTool, journal: EffectJournal) -> None:
-        self.name = tool.name
-        self._tool = tool
+    Used for the registry's functions here, and by the SDK adapters and MCP tools.
+    A call found started with no journal line may or may not have had its effect:
+    unknown, unless the tool is ``idempotent`` (then it simply runs again).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        effect: Callable[[ToolCall], Awaitable[Any]],
+        journal: EffectJournal,
+        *,
+        idempotent: bool,
+    ) -> None:
+        self.name = name
+        self._effect = effect
         self._journal = journal
+        self._idempotent = idempotent
 
     async def run(self, call: ToolCall) -> Any:
-        assert self._tool.function is not None
-        try:
-            result = to_jsonable_python(await self._tool.function(**dict(call.args)))
-        except Exception as exc:  # the tool's own failure is its answer, for the model
-            result = {"error": f"{type(exc).__name__}: {exc}"}
+        result = to_jsonable_python(await self._effect(call))
         record = {"turn_id": str(call.turn_id), "tool": self.name, "result": result}
         await asyncio.to_thread(self._journal.append, call.session_id, call.step_key, record)
         return result
@@ -223,7 +244,7 @@ class _FunctionTool:
         found = await asyncio.to_thread(self._journal.lookup, call.session_id, call.step_key)
         if found is not None:
             return Reconciled(Verdict.DONE, found.get("result"))
-        return Reconciled(Verdict.NOT_DONE if self._tool.idempotent else Verdict.UNKNOWN)
+        return Reconciled(Verdict.NOT_DONE if self._idempotent else Verdict.UNKNOWN)
 
 
 class _NamedJournalTool(JournalTool):
@@ -232,6 +253,17 @@ class _NamedJournalTool(JournalTool):
     def __init__(self, name: str, journal: EffectJournal) -> None:
         super().__init__(journal)
         self.name = name
+
+
+def parse_object(name: str, raw: str) -> dict[str, Any]:
+    """The model's argument text for tool ``name`` as a JSON object (not yet validated)."""
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentsError(f"arguments for {name} are not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ToolArgumentsError(f"arguments for {name} must be a JSON object")
+    return value
 
 
 def tool_result_text(result: Any) -> str:

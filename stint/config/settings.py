@@ -253,6 +253,11 @@ class Settings(BaseSettings):
     agent_history_messages: int = Field(
         200, ge=0, le=100_000, description="earlier messages loaded per turn; older are cut"
     )
+    mcp_servers: Path | None = Field(
+        None,
+        description="JSON file naming the MCP servers whose tools the agents harness and "
+        "the adapters offer (docs/guide/adapters.md)",
+    )
     stream_flush_ms: int = Field(
         50, ge=1, le=10_000, description="longest a token delta waits before it is written"
     )

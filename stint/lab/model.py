@@ -26,9 +26,10 @@ SCHEMA_VERSION = 2
 """2: each case's ``costs`` (CPU per turn, idle and waiting, the host's busy share),
 the claim latency of each burst, and the ``sizing`` profile ``stint size`` reads."""
 
-HARNESSES = ("scripted", "agents")
+HARNESSES = ("scripted", "agents", "openai-agents", "pydantic-ai")
+"""The scripted fixture, ``stint.agents:chat``, and the two SDK adapters' load agents."""
 AGENT_MODEL_CALLS_PER_TURN = 2
-"""An agents load turn: a model call asking for the journal tool, the tool, the reply."""
+"""An agent load turn: a model call asking for the note tool, the tool, the reply."""
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,10 @@ class CaseSpec:
     """One cell of the matrix, one repetition.
 
     ``harness``: ``scripted`` (each turn journals one effect and waits
-    ``tool_wait_ms``) or ``agents`` (``stint.agents:chat`` against the fake
+    ``tool_wait_ms``), ``agents`` (``stint.agents:chat`` against the fake
     provider; each turn is two model calls of ``model_latency_ms`` to the first
-    token around one journal tool call).
+    token around one journal tool call), or an adapter (``openai-agents``,
+    ``pydantic-ai``: the same turn from an SDK agent with one ``note`` tool).
     """
 
     workers: int
@@ -51,9 +53,9 @@ class CaseSpec:
 
     @property
     def label(self) -> str:
-        if self.harness == "agents":
+        if self.harness != "scripted":
             return (
-                f"agents-{self.workers}x{self.slots}-{self.sessions}s-"
+                f"{self.harness}-{self.workers}x{self.slots}-{self.sessions}s-"
                 f"{self.model_latency_ms}ms-r{self.rep}"
             )
         return f"{self.workers}x{self.slots}-{self.sessions}s-{self.tool_wait_ms}ms-r{self.rep}"
@@ -61,7 +63,7 @@ class CaseSpec:
     @property
     def turn_ms(self) -> int:
         """The least time one turn can take: its waits, model calls included."""
-        calls = AGENT_MODEL_CALLS_PER_TURN if self.harness == "agents" else 0
+        calls = AGENT_MODEL_CALLS_PER_TURN if self.harness != "scripted" else 0
         return self.tool_wait_ms + calls * self.model_latency_ms
 
     @property

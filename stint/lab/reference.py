@@ -284,6 +284,8 @@ def json_outputs() -> list[JsonOutput]:
                 "ready_without_worker": "ready sessions waiting because no worker is alive",
                 "ready_unaccepted": "ready sessions no live worker's pins accept",
                 "quotas": "every provider quota scope, as `stint quota show` prints it",
+                "mcp_servers": "the MCP servers `STINT_MCP_SERVERS` names: name, transport "
+                "(stdio or http), where (command or URL; never a header or an env value)",
             },
         ),
         JsonOutput(

@@ -247,14 +247,14 @@ def _detail_table(summary: list[dict[str, Any]]) -> list[str]:
 
 
 def _work(row: dict[str, Any]) -> str:
-    if row["harness"] == "agents":
+    if row["harness"] != "scripted":
         return f"2{_X}{row['model_latency_ms']}ms model + journal tool"
     return f"{row['tool_wait_ms']}ms tool wait"
 
 
 def _agents_section(summary: list[dict[str, Any]]) -> list[str]:
     """The agents harness's rows, each beside the scripted row of the same shape."""
-    agents = [row for row in summary if row["harness"] == "agents"]
+    agents = [row for row in summary if row["harness"] != "scripted"]
     if not agents:
         return []
     lines = [
@@ -265,7 +265,10 @@ def _agents_section(summary: list[dict[str, Any]]) -> list[str]:
         "that asks for the native journal tool, the tool, and a model call for the reply, "
         "each model call waiting the given latency before its first token and streaming its "
         "deltas into `message.delta` events; conversation memory is loaded and written per "
-        "turn. Physical limit = sessions / (waves "
+        "turn. The adapters' rows (`openai-agents`, `pydantic-ai`) run the same turn from an "
+        "SDK agent with one `note` function tool (`stint.lab.load_agents`), its model calls "
+        "and tool call durable steps through the same model step; they keep no memory. "
+        "Physical limit = sessions / (waves "
         f"{_X} the turn's waits).",
         "",
         f"| Harness | Workers {_X} slots each | Sessions | Waits per turn | Reps passed "
@@ -388,8 +391,10 @@ def _labels(summary: list[dict[str, Any]]) -> list[str]:
             f"{r['workers']} {_X} {r['slots']} = {r['total_slots']} slot"
             f"{'' if r['total_slots'] == 1 else 's'}\n"
         )
-        if r["harness"] == "agents":
-            label += f"{r['sessions']} sessions\nagents: 2{_X}{r['model_latency_ms']} ms model"
+        if r["harness"] != "scripted":
+            label += (
+                f"{r['sessions']} sessions\n{r['harness']}: 2{_X}{r['model_latency_ms']} ms model"
+            )
         else:
             label += f"{r['sessions']} sessions, {r['tool_wait_ms']} ms"
         labels.append(label)

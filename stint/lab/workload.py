@@ -23,6 +23,12 @@ __all__ = ["Workload", "workload"]
 
 SCRIPTED_HARNESS = "stint.worker.scripted:harness"
 AGENTS_HARNESS = "stint.agents:chat"
+# Each agent loop a case can run, by its CaseSpec.harness.
+AGENT_LOOPS = {
+    "agents": AGENTS_HARNESS,
+    "openai-agents": "stint.lab.load_agents:openai_agents",
+    "pydantic-ai": "stint.lab.load_agents:pydantic_ai",
+}
 _MODEL = "fake-model"
 
 
@@ -54,18 +60,19 @@ class Workload:
 
 @contextmanager
 def workload(spec: CaseSpec) -> Iterator[Workload]:
-    if spec.harness != "agents":
+    if spec.harness == "scripted":
         yield Workload(
             configuration={"harness": SCRIPTED_HARNESS},
             env={},
             turn_input={"min_wait_ms": spec.tool_wait_ms},
         )
         return
+    harness = AGENT_LOOPS[spec.harness]
     fake = FakeProvider(LOAD_SCRIPT, latency_ms=spec.model_latency_ms)
     with fake.running() as url:
         yield Workload(
             configuration={
-                "harness": AGENTS_HARNESS,
+                "harness": harness,
                 "model": _MODEL,
                 "fake_provider": {
                     "where": "a thread of the load-test process, outside the worker cgroup",
@@ -75,7 +82,7 @@ def workload(spec: CaseSpec) -> Iterator[Workload]:
                 },
             },
             env={
-                "STINT_HARNESS": AGENTS_HARNESS,
+                "STINT_HARNESS": harness,
                 "STINT_MODEL_BASE_URL": url,
                 "STINT_MODEL": _MODEL,
             },

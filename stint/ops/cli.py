@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 
 import uvloop
 
+from stint.agents.mcp.config import McpConfigError
 from stint.config.logs import setup_logging
 from stint.config.options import HelpFormatter, add_setting, exit_codes_epilog, overrides_from
 from stint.config.settings import (
@@ -59,7 +60,7 @@ from stint.ops.inputs import (
 from stint.ops.quota_cli import add_quota_parser
 from stint.ops.show import session_json, turn_of_session_json
 from stint.ops.size_cli import add_size_parser
-from stint.ops.status import render_status
+from stint.ops.status import mcp_listing, render_status
 from stint.store.admission import AdmissionStore
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
@@ -288,6 +289,10 @@ async def cmd_prune(settings: Settings, args: argparse.Namespace) -> int:
 
 async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
     config = resolve_store_config(settings)
+    try:
+        mcp = mcp_listing(settings)  # before the database: a bad file writes nothing anyway
+    except McpConfigError as exc:
+        raise UsageError(str(exc)) from None
 
     pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
     try:
@@ -298,7 +303,7 @@ async def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
         )
     finally:
         await pool.close()
-    print(render_status(summary, limits, as_json=args.json))
+    print(render_status(summary, limits, as_json=args.json, mcp=mcp))
     return 0
 
 

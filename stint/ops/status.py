@@ -6,23 +6,40 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from stint.agents.mcp.config import load_servers
+from stint.config.settings import Settings
 from stint.ops.quota_cli import quota_json
 from stint.store.models import StatusSummary
 
-__all__ = ["render_status", "status_json"]
+__all__ = ["mcp_listing", "render_status", "status_json"]
 
 
-def status_json(summary: StatusSummary, admission: dict[str, Any]) -> dict[str, Any]:
+def status_json(
+    summary: StatusSummary, admission: dict[str, Any], mcp: list[dict[str, str]] | None = None
+) -> dict[str, Any]:
     """The JSON form: every field of the summary; a worker whose heartbeat outlived
     its lease has ``state`` ``dead`` (its row may still say running); each quota
     scope as ``stint quota show`` prints it; the admission limits and usage as
-    ``stint admission show`` prints them."""
+    ``stint admission show`` prints them; the MCP servers ``STINT_MCP_SERVERS``
+    names (name, transport, where: never a header or an env value)."""
     data = asdict(summary)
+    data["mcp_servers"] = mcp or []
     data["quotas"] = [quota_json(q) for q in summary.quotas]
     for row, worker in zip(data["workers"], summary.workers, strict=True):
         row["state"] = worker.shown_state
     data["admission"] = admission
     return data
+
+
+def mcp_listing(settings: Settings) -> list[dict[str, str]]:
+    """The MCP servers ``STINT_MCP_SERVERS`` names, as ``stint status`` lists them
+    (read from the file: the CLI starts none of them). An unusable file is an error."""
+    if settings.mcp_servers is None:
+        return []
+    return [
+        {"name": c.name, "transport": c.transport, "where": c.where()}
+        for c in load_servers(settings.mcp_servers)
+    ]
 
 
 def _limit(value: int | None) -> str:
@@ -46,9 +63,15 @@ def _admission_lines(admission: dict[str, Any]) -> list[str]:
     return lines
 
 
-def render_status(summary: StatusSummary, admission: dict[str, Any], *, as_json: bool) -> str:
+def render_status(
+    summary: StatusSummary,
+    admission: dict[str, Any],
+    *,
+    as_json: bool,
+    mcp: list[dict[str, str]] | None = None,
+) -> str:
     if as_json:
-        return json.dumps(status_json(summary, admission), indent=2, sort_keys=True)
+        return json.dumps(status_json(summary, admission, mcp), indent=2, sort_keys=True)
     alive = sum(1 for w in summary.workers if w.alive and w.state != "stopped")
     lines = [f"workers: {len(summary.workers)} ({alive} alive)"]
     for w in summary.workers:
@@ -78,4 +101,7 @@ def render_status(summary: StatusSummary, admission: dict[str, Any], *, as_json:
             f"{q.deferrals} deferrals"
         )
     lines.extend(_admission_lines(admission))
+    if mcp:
+        lines.append(f"mcp servers: {len(mcp)} (one client per server in each worker)")
+        lines.extend(f"  {m['name']}  {m['transport']:<5}  {m['where']}" for m in mcp)
     return "\n".join(lines)

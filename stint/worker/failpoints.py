@@ -26,7 +26,9 @@ FAILPOINTS = (
 )
 # Failpoints inside a harness: reached only when that harness runs.
 HARNESS_FAILPOINTS = (
-    "after_tool_step",  # agents harness: a tool step returned; the next model call has not begun
+    "after_tool_step",  # agents harness, adapters: a tool step returned; no model call since
+    "mcp_before_call",  # an MCP tool step is recorded started; the call is not sent
+    "mcp_after_call",  # the MCP server answered the call; its result is not journaled
 )
 
 _active: dict[str, str] = {}

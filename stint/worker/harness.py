@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -13,7 +15,7 @@ from stint.worker.context import TurnContext
 if TYPE_CHECKING:
     from stint.config.settings import Settings
 
-__all__ = ["Harness", "HarnessLoadError", "load_harness"]
+__all__ = ["Harness", "HarnessLoadError", "close_harness", "load_harness"]
 
 
 @runtime_checkable
@@ -21,6 +23,11 @@ class Harness(Protocol):
     """``run_turn`` returns the turn's output (JSON-serialisable) or raises to fail it."""
 
     async def run_turn(self, ctx: TurnContext) -> Any: ...
+
+
+log = logging.getLogger("stint.worker.harness")
+
+_CLOSE_SECONDS = 10.0
 
 
 class HarnessLoadError(StintError):
@@ -57,3 +64,16 @@ def _takes_settings(factory: Any) -> bool:
         return "settings" in inspect.signature(factory).parameters
     except (TypeError, ValueError):
         return False
+
+
+async def close_harness(harness: Harness) -> None:
+    """Let the harness release what it holds (client connections, MCP server
+    processes) once the worker has drained: its ``async close()``, if it has one,
+    within a few seconds. A failure is logged; the worker exits all the same."""
+    close = getattr(harness, "close", None)
+    if close is None or not inspect.iscoroutinefunction(close):
+        return
+    try:
+        await asyncio.wait_for(close(), timeout=_CLOSE_SECONDS)
+    except Exception as exc:
+        log.warning("the harness did not close cleanly: %s: %s", type(exc).__name__, exc)

@@ -34,7 +34,7 @@ from stint.store.stats import StatsStore
 from stint.store.worker_store import SqlWorkerStore
 from stint.telemetry.tracing import TracingUnavailable
 from stint.worker.failpoints import configure as configure_failpoints
-from stint.worker.harness import HarnessLoadError, load_harness
+from stint.worker.harness import HarnessLoadError, close_harness, load_harness
 from stint.worker.health import Exposition, HealthServerError, HealthState, serve_health
 from stint.worker.journal import EffectJournal, private_dir
 from stint.worker.pruner import Pruner, RetentionPlan
@@ -233,7 +233,10 @@ async def _run_worker(
         if stop.is_set():  # a signal came while the worker was starting
             supervisor.request_stop()
         late.exposition = _metrics(settings, supervisor, store, identity.version)
-        return await supervisor.run()
+        try:
+            return await supervisor.run()
+        finally:
+            await close_harness(harness)
 
 
 def _metrics(

@@ -8,8 +8,9 @@ import pytest
 
 from stint.lab.fake_provider import FakeProvider
 from stint.lab.fake_script import DEMO_SCRIPT
+from tests.turns import TEST_API_KEY
 
-API_KEY = "sk-test-4c1d2e3f4a5b6c7d8e9f"
+API_KEY = TEST_API_KEY
 
 
 @pytest.fixture

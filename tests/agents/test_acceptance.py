@@ -16,68 +16,20 @@ from uuid import UUID
 import pytest
 
 from stint.lab.fake_provider import FakeProvider
-from stint.ops.checks import run_checks
 from stint.store.pool import Pool
 from tests.agents.conftest import API_KEY
 from tests.polling import wait_until
-from tests.workers import Cluster, WorkerProc, event_kinds, fetch
+from tests.turns import (
+    agent_worker,
+    assert_checks,
+    enqueue,
+    payloads,
+    turn_row,
+    until_finished,
+)
+from tests.workers import Cluster, event_kinds, fetch
 
 pytestmark = pytest.mark.acceptance
-
-
-def _agent_worker(
-    cluster: Cluster, fake: FakeProvider, *, slots: int = 2, **env: Any
-) -> WorkerProc:
-    return cluster.start_worker(
-        slots=slots,
-        harness="stint.agents:chat",
-        model_base_url=fake.url,
-        model="fake-model",
-        model_api_key=API_KEY,
-        **env,
-    )
-
-
-def _enqueue(cluster: Cluster, message: str, session: str | None = None) -> dict[str, str]:
-    args = ["--session", session] if session else []
-    result = cluster.stint("enqueue", *args, json.dumps({"message": message}))
-    assert result.returncode == 0, result.stderr
-    line: dict[str, str] = json.loads(result.stdout)
-    return line
-
-
-async def _turn(pool: Pool, turn_id: str) -> tuple[str, int, Any, str | None]:
-    rows = await fetch(
-        pool, "SELECT status, attempts, output, error FROM turns WHERE id = %s", turn_id
-    )
-    return rows[0]
-
-
-async def _finished(pool: Pool, turn_id: str) -> str | None:
-    status = (await _turn(pool, turn_id))[0]
-    return status if status in ("succeeded", "failed", "cancelled", "interrupted") else None
-
-
-async def _until_finished(pool: Pool, turn_id: str) -> str:
-    async def done() -> str | None:
-        return await _finished(pool, turn_id)
-
-    return await wait_until(done, what=f"turn {turn_id} finished", within=60)
-
-
-async def _payloads(pool: Pool, session: str, kind: str) -> list[dict[str, Any]]:
-    rows = await fetch(
-        pool,
-        "SELECT payload FROM events WHERE session_id = %s AND kind = %s ORDER BY seq",
-        session,
-        kind,
-    )
-    return [r[0] for r in rows]
-
-
-async def _checks(pool: Pool, cluster: Cluster, faults: dict[UUID, int] | None = None) -> None:
-    report = await run_checks(pool, journals=cluster.workspace / "journals", faults=faults or {})
-    assert report.passed, report.as_json()
 
 
 def _show(cluster: Cluster, *args: str) -> dict[str, Any]:
@@ -96,17 +48,17 @@ async def test_a_three_turn_conversation_with_two_tools(cluster: Cluster, pool: 
     fake = FakeProvider(token_delay_ms=5)
     cluster.env["STINT_TRACING"] = "console"
     with fake.running():
-        worker = _agent_worker(cluster, fake)
-        first = _enqueue(cluster, "What is 19 + 23?")
+        worker = agent_worker(cluster, fake)
+        first = enqueue(cluster, "What is 19 + 23?")
         sid = first["session_id"]
-        second = _enqueue(cluster, "Please note that down.", sid)
-        third = _enqueue(cluster, "Thanks. What do you remember?", sid)
-        assert [await _until_finished(pool, t["turn_id"]) for t in (first, second, third)] == [
+        second = enqueue(cluster, "Please note that down.", sid)
+        third = enqueue(cluster, "Thanks. What do you remember?", sid)
+        assert [await until_finished(pool, t["turn_id"]) for t in (first, second, third)] == [
             "succeeded"
         ] * 3
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
-    outputs = [(await _turn(pool, t["turn_id"]))[2] for t in (first, second, third)]
+    outputs = [(await turn_row(pool, t["turn_id"]))[2] for t in (first, second, third)]
     assert outputs[0]["reply"] == "I asked the calculator: 19 + 23 = 42.0."
     assert [c["name"] for c in outputs[0]["tool_calls"]] == ["add"]
     assert [c["name"] for c in outputs[1]["tool_calls"]] == ["note"]
@@ -117,7 +69,7 @@ async def test_a_three_turn_conversation_with_two_tools(cluster: Cluster, pool: 
     assert _calls(fake, "Thanks. What do you remember?") == [0]
     assert len(fake.requests()[-1].messages) == 10  # system + 8 remembered + the question
     # Tokens reached followers as coalesced deltas, and the reply is their text.
-    deltas = await _payloads(pool, sid, "message.delta")
+    deltas = await payloads(pool, sid, "message.delta")
     third_step = [d for d in deltas if d["step_key"].startswith(third["turn_id"])]
     assert "".join(d["text"] for d in third_step) == outputs[2]["reply"]
     assert sum(d["count"] for d in deltas) > len(deltas)
@@ -144,7 +96,7 @@ async def test_a_three_turn_conversation_with_two_tools(cluster: Cluster, pool: 
     assert '"gen_ai.usage.input_tokens"' in log and '"gen_ai.usage.output_tokens"' in log
     assert API_KEY not in log
     assert fake.url not in log  # no HTTP client line per request, no URL in the log
-    await _checks(pool, cluster)
+    await assert_checks(pool, cluster)
 
 
 async def test_a_crash_after_a_tool_resumes_with_only_the_remaining_model_call(
@@ -152,23 +104,23 @@ async def test_a_crash_after_a_tool_resumes_with_only_the_remaining_model_call(
 ) -> None:
     fake = FakeProvider()
     with fake.running():
-        victim = _agent_worker(cluster, fake, failpoints="after_tool_step:kill")
-        turn = _enqueue(cluster, "What is 19 + 23?")
+        victim = agent_worker(cluster, fake, failpoints="after_tool_step:kill")
+        turn = enqueue(cluster, "What is 19 + 23?")
         assert victim.wait() == -signal.SIGKILL
         assert _calls(fake, "What is 19 + 23?") == [0]  # the tool committed, then the crash
-        rescuer = _agent_worker(cluster, fake)
-        assert await _until_finished(pool, turn["turn_id"]) == "succeeded"
+        rescuer = agent_worker(cluster, fake)
+        assert await until_finished(pool, turn["turn_id"]) == "succeeded"
         rescuer.signal(signal.SIGTERM)
         assert rescuer.wait() == 0
-    _, attempts, output, _ = await _turn(pool, turn["turn_id"])
+    _, attempts, output, _ = await turn_row(pool, turn["turn_id"])
     assert (attempts, output["reply"]) == (2, "I asked the calculator: 19 + 23 = 42.0.")
     assert _calls(fake, "What is 19 + 23?") == [0, 1]  # the model: the remaining step only
     sid = turn["session_id"]
-    assert Counter(p["name"] for p in await _payloads(pool, sid, "tool.called")) == {"add": 1}
+    assert Counter(p["name"] for p in await payloads(pool, sid, "tool.called")) == {"add": 1}
     journal = [json.loads(line) for path in (cluster.workspace / "journals").glob("*.journal")
                for line in path.read_text().splitlines()]  # fmt: skip
     assert [(e["tool"], e["result"]) for e in journal] == [("add", 42.0)]
-    await _checks(pool, cluster, faults={UUID(sid): 1})
+    await assert_checks(pool, cluster, faults={UUID(sid): 1})
 
 
 async def test_an_approval_gated_tool_parks_frees_the_slot_and_resumes(
@@ -176,12 +128,12 @@ async def test_an_approval_gated_tool_parks_frees_the_slot_and_resumes(
 ) -> None:
     fake = FakeProvider()
     with fake.running():
-        worker = _agent_worker(cluster, fake, slots=1)
-        asked = _enqueue(cluster, "Please deploy the web service.")
+        worker = agent_worker(cluster, fake, slots=1)
+        asked = enqueue(cluster, "Please deploy the web service.")
         sid = asked["session_id"]
 
         async def parked() -> list[dict[str, Any]]:
-            return await _payloads(pool, sid, "approval.requested")
+            return await payloads(pool, sid, "approval.requested")
 
         [request] = await wait_until(parked, what="the deploy waits for approval")
         assert request["question"] == {
@@ -191,18 +143,18 @@ async def test_an_approval_gated_tool_parks_frees_the_slot_and_resumes(
         assert await fetch(pool, "SELECT status, lease_owner FROM sessions WHERE id = %s", sid) == [
             ("parked", None)
         ]
-        other = _enqueue(cluster, "What is 19 + 23?")  # the one slot is free again
-        assert await _until_finished(pool, other["turn_id"]) == "succeeded"
+        other = enqueue(cluster, "What is 19 + 23?")  # the one slot is free again
+        assert await until_finished(pool, other["turn_id"]) == "succeeded"
         answered = cluster.stint("answer", sid, request["step_key"], '"yes"')
         assert answered.returncode == 0, answered.stderr
-        assert await _until_finished(pool, asked["turn_id"]) == "succeeded"
+        assert await until_finished(pool, asked["turn_id"]) == "succeeded"
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
-    output = (await _turn(pool, asked["turn_id"]))[2]
+    output = (await turn_row(pool, asked["turn_id"]))[2]
     assert output["reply"] == "Deployment: web 1.2.3 is rolling out."
     assert _calls(fake, "Please deploy the web service.") == [0, 1]
-    assert Counter(p["name"] for p in await _payloads(pool, sid, "tool.called")) == {"deploy": 1}
-    await _checks(pool, cluster, faults={UUID(sid): 1})  # the park is the one re-run
+    assert Counter(p["name"] for p in await payloads(pool, sid, "tool.called")) == {"deploy": 1}
+    await assert_checks(pool, cluster, faults={UUID(sid): 1})  # the park is the one re-run
 
 
 async def test_a_429_storm_finishes_with_the_retries_counted(cluster: Cluster, pool: Pool) -> None:
@@ -210,13 +162,13 @@ async def test_a_429_storm_finishes_with_the_retries_counted(cluster: Cluster, p
     fake.rate_limit(4, retry_after_ms=50)
     fake.rate_limit(1, retry_after=0.1)
     with fake.running():
-        worker = _agent_worker(cluster, fake)
-        turn = _enqueue(cluster, "What is 19 + 23?")
-        assert await _until_finished(pool, turn["turn_id"]) == "succeeded"
+        worker = agent_worker(cluster, fake)
+        turn = enqueue(cluster, "What is 19 + 23?")
+        assert await until_finished(pool, turn["turn_id"]) == "succeeded"
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
     assert [r.outcome for r in fake.requests()] == ["status:429"] * 5 + ["ok", "ok"]
-    retried = await _payloads(pool, turn["session_id"], "model.retried")
+    retried = await payloads(pool, turn["session_id"], "model.retried")
     assert [(r["try"], r["status"], r["delay_s"]) for r in retried] == [
         (1, 429, 0.05),
         (2, 429, 0.05),
@@ -226,8 +178,8 @@ async def test_a_429_storm_finishes_with_the_retries_counted(cluster: Cluster, p
     ]
     shown = _show(cluster, turn["session_id"])
     assert shown["usage"]["retries"] == 5 and shown["usage"]["model_calls"] == 2
-    assert (await _turn(pool, turn["turn_id"]))[2]["retries"] == 5
-    await _checks(pool, cluster)
+    assert (await turn_row(pool, turn["turn_id"]))[2]["retries"] == 5
+    await assert_checks(pool, cluster)
 
 
 async def test_a_refusal_fails_the_turn_with_the_message_and_never_the_key(
@@ -236,12 +188,12 @@ async def test_a_refusal_fails_the_turn_with_the_message_and_never_the_key(
     fake = FakeProvider()
     fake.refuse(status=401, message="Incorrect API key provided: {authorization}")
     with fake.running():
-        worker = _agent_worker(cluster, fake)
-        turn = _enqueue(cluster, "What is 19 + 23?")
-        assert await _until_finished(pool, turn["turn_id"]) == "failed"
+        worker = agent_worker(cluster, fake)
+        turn = enqueue(cluster, "What is 19 + 23?")
+        assert await until_finished(pool, turn["turn_id"]) == "failed"
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
-    error = (await _turn(pool, turn["turn_id"]))[3]
+    error = (await turn_row(pool, turn["turn_id"]))[3]
     assert error is not None
     assert error.startswith("ProviderError: the provider refused the request (HTTP 401)")
     assert "Incorrect API key provided: Bearer [redacted]" in error
@@ -249,7 +201,7 @@ async def test_a_refusal_fails_the_turn_with_the_message_and_never_the_key(
     for text in [error, worker.log_text(), *(r[0] for r in events)]:
         assert API_KEY not in text
     assert len(fake.requests()) == 1  # a 401 is not retried
-    await _checks(pool, cluster)
+    await assert_checks(pool, cluster)
 
 
 async def test_a_first_token_slower_than_the_lease_keeps_the_turn(
@@ -258,12 +210,12 @@ async def test_a_first_token_slower_than_the_lease_keeps_the_turn(
     fake = FakeProvider()
     fake.slow_first_token(2.5)  # the lease is 1 s: it is renewed while the model thinks
     with fake.running():
-        worker = _agent_worker(cluster, fake)
-        turn = _enqueue(cluster, "Hello there")
-        assert await _until_finished(pool, turn["turn_id"]) == "succeeded"
+        worker = agent_worker(cluster, fake)
+        turn = enqueue(cluster, "Hello there")
+        assert await until_finished(pool, turn["turn_id"]) == "succeeded"
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
-    assert (await _turn(pool, turn["turn_id"]))[1] == 1
+    assert (await turn_row(pool, turn["turn_id"]))[1] == 1
     kinds = await event_kinds(pool, UUID(turn["session_id"]))
     assert kinds[:2] == ["turn.started", "model.called"] and "message.delta" in kinds
-    await _checks(pool, cluster)
+    await assert_checks(pool, cluster)

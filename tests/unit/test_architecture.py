@@ -19,6 +19,7 @@ PACKAGES = [
     "lab",
     "client",
     "ops",
+    "adapters",
     "agents",
     "api",
     "worker",

@@ -70,7 +70,8 @@ def test_run_load_alone_runs_the_matrix_and_names_the_long_runs_it_leaves_out() 
     result = _collect()
     assert result.returncode == 0, result.stdout
     collected = [line for line in result.stdout.splitlines() if "::" in line]
-    assert sum("test_matrix.py::" in line for line in collected) == 20
+    # 16 scripted, 4 agents, 4 per adapter (openai-agents, pydantic-ai)
+    assert sum("test_matrix.py::" in line for line in collected) == 28
     for module in (*LONG_RUNS, "test_api.py", "test_sizing.py"):
         assert not any(f"loadtest/{module}::" in line for line in collected), module
     assert (

@@ -229,6 +229,11 @@ class EventOut(BaseModel):
 class EventPage(BaseModel):
     events: list[EventOut]
     next_after: int = Field(description="the cursor to pass as ?after= next (the last seq seen)")
+    pruned_through: int | None = Field(
+        None,
+        description="set when events after the requested seq are gone: retention removed "
+        "every seq up to this one (the page starts after it); null when nothing is missing",
+    )
 
 
 class StatusOut(BaseModel):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from stint.api.hub import EventHub
+from stint.api.stream import StreamLimits
 from stint.config.settings import Settings
 from stint.store.client import ClientStore
 from stint.store.config import StoreConfig
@@ -39,6 +40,7 @@ class Services:
     hub: EventHub
     dashboard: DashboardStore
     stats: StatsStore
+    stream_limits: StreamLimits
 
 
 def services(request: Request) -> Services:

@@ -46,7 +46,7 @@ from stint.ops.exit_codes import (
     EXIT_PIPE_CLOSED,
     EXIT_REFUSED,
 )
-from stint.ops.follow import follow_events
+from stint.ops.follow import follow_events, tail_start, tell_pruned
 from stint.ops.inputs import (
     UsageError,
     check_argv,
@@ -188,12 +188,19 @@ async def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
 
     async def tail(client: ClientStore) -> int:
         await client.session_status(session_id=session_id)  # UnknownSession: exit 2
+        after = tail_start(await client.events_bounds(session_id=session_id), args.after)
 
         def emit(event: dict[str, Any]) -> None:
             print(json.dumps(event), flush=True)
 
         await follow_events(
-            client, config, session_id=session_id, after=args.after, follow=args.follow, emit=emit
+            client,
+            config,
+            session_id=session_id,
+            after=after,
+            follow=args.follow,
+            emit=emit,
+            on_gap=tell_pruned,
         )
         return 0
 

@@ -33,7 +33,7 @@ from stint.api.dashboard.login import (
     SignedIn,
     login_location,
 )
-from stint.api.events import stream_response
+from stint.api.events import log_bounds_or_409, stream_response
 from stint.api.limits import JsonRefused, check_json
 from stint.api.schemas import MAX_SEQ
 from stint.api.services import Services, services
@@ -309,8 +309,14 @@ async def session_events(
         return _missing(me, session_id)
     resumed = request.headers.get("last-event-id", "")
     start = int(resumed) if resumed.isdigit() and int(resumed) <= MAX_SEQ else after
+    bounds = await log_bounds_or_409(svc, me.scope, session_id, start)
     return stream_response(
-        svc, tenant=me.scope, session_id=session_id, after=start, until_turn_end=False
+        svc,
+        tenant=me.scope,
+        session_id=session_id,
+        after=start,
+        pruned_through=bounds.pruned_through,
+        until_turn_end=False,
     )
 
 

@@ -29,6 +29,7 @@ import asyncio
 import json
 import logging
 import resource
+import socket
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ log = logging.getLogger("stint.api")
 # Descriptors kept back from the connection cap: the database pools, the LISTEN
 # connection, log files, the listening socket, and a margin for accept().
 _RESERVED_DESCRIPTORS = 64
+_WRITE_HIGH_WATER = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class ConnectionLimits:
     max_header_bytes: int
     header_seconds: float
     max_connections: int
+    send_buffer_bytes: int = 0  # 0: the kernel's own sizing
 
 
 def connection_cap(configured: int) -> int:
@@ -108,6 +111,13 @@ class _GuardedProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)  # type: ignore[arg-type]
+        # A response waits for its client once 16 KiB are queued in this process (not
+        # uvloop's 64 KiB): what an unread connection holds outside the streams' budget.
+        transport.set_write_buffer_limits(high=_WRITE_HIGH_WATER)  # type: ignore[attr-defined]
+        if self.limits.send_buffer_bytes:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.limits.send_buffer_bytes)
         self.registry.open[id(self)] = self
         self._arm_head_timer()  # a socket that never sends a request is closed
         crowded = len(self.registry.open) > self.limits.max_connections

@@ -27,6 +27,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from stint.api.auth import Reader
+from stint.api.budget import Holder
 from stint.api.problems import ApiProblem, problem_responses
 from stint.api.schemas import MAX_SEQ, EventOut, EventPage
 from stint.api.services import Services, services
@@ -65,10 +66,12 @@ def stream_response(
     tenant). 503 when this process already follows as many streams as it may."""
     if svc.hub.followers >= svc.settings.api_max_followers:
         raise ApiProblem(503, "this API process follows as many streams as it may", retry=True)
+    holder = Holder()
     items = follow(
         svc.follow_client,
         svc.hub,
         svc.stream_limits,
+        holder,
         tenant=tenant,
         session_id=session_id,
         after=after,
@@ -77,6 +80,7 @@ def stream_response(
     )
     return EventStreamResponse(
         _with_retry(items),
+        holder=holder,
         drain_seconds=svc.settings.api_stream_drain_seconds,
         headers=_STREAM_HEADERS,
         what=f"event stream of session {session_id}",

@@ -14,6 +14,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from stint.store.controls import ControlResult
+from stint.store.input_rules import PIN_PATTERN
 from stint.store.models import EnqueueResult, Event, SessionRecord, TenantStatus, TurnRecord
 from stint.store.vocabulary import BusyStrategy, EventKind, SessionStatus, TurnStatus
 
@@ -39,7 +40,7 @@ __all__ = [
 MAX_SEQ = 2**63 - 1
 """Cursors are PostgreSQL bigints; a larger one is refused as input, never sent to SQL."""
 
-_LABEL = r"^[A-Za-z0-9._:/-]{1,200}$"
+_LABEL = PIN_PATTERN  # one rule for every door: stint.store.input_rules
 
 
 class _Request(BaseModel):

@@ -18,6 +18,7 @@ import uvicorn
 import uvloop
 from fastapi import FastAPI
 
+from stint.api.allocator import return_large_allocations
 from stint.api.app import create_app
 from stint.api.connections import ConnectionLimits, connection_cap, guarded_protocol
 from stint.api.services import Services
@@ -47,6 +48,7 @@ def _ignore(signum: int, frame: FrameType | None) -> None:
 
 
 def serve(settings: Settings) -> int:
+    return_large_allocations()
     config = resolve_store_config(settings)
     if settings.auto_migrate:
         for applied in uvloop.run(migrate(config)):
@@ -63,6 +65,7 @@ def serve(settings: Settings) -> int:
                     max_header_bytes=settings.api_max_header_bytes,
                     header_seconds=settings.api_header_seconds,
                     max_connections=connection_cap(settings.api_max_connections),
+                    send_buffer_bytes=settings.api_send_buffer_bytes,
                 )
             ),
             timeout_keep_alive=settings.api_idle_seconds,

@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator, Mapping
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from stint.api.budget import Holder
 from stint.api.stream import Drain
 from stint.store.errors import StoreError
 
@@ -41,11 +42,13 @@ class EventStreamResponse(Response):
         self,
         items: AsyncGenerator[bytes | Drain, None],
         *,
+        holder: Holder,
         drain_seconds: float,
         headers: Mapping[str, str],
         what: str,
     ) -> None:
         self._items = items
+        self._holder = holder
         self._drain_seconds = drain_seconds
         self._what = what
         self.status_code = 200
@@ -70,6 +73,7 @@ class EventStreamResponse(Response):
             pass
 
     async def _stream(self, scope: Scope, send: Send) -> None:
+        self._holder.task = asyncio.current_task()
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         try:
             async with contextlib.aclosing(self._items) as items:
@@ -77,9 +81,8 @@ class EventStreamResponse(Response):
                     chunk = b"" if isinstance(item, Drain) else item
                     if not await self._send_in_time(send, chunk):
                         log.info(
-                            "%s closed: its client took nothing for %g s (it may resume)",
+                            "%s closed: its client stopped taking what it was sent (it may resume)",
                             self._what,
-                            self._drain_seconds,
                         )
                         await self._abort(scope, send)
                         return
@@ -89,11 +92,21 @@ class EventStreamResponse(Response):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _send_in_time(self, send: Send, chunk: bytes) -> bool:
+        """False when the client did not take it within the drain deadline, or the
+        budget closed this stream as stalled while others waited for room."""
+        self._holder.stalled()  # until the send returns; at once, unless the socket is full
         try:
             async with asyncio.timeout(self._drain_seconds):
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except TimeoutError:
             return False
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._holder.evicted and task is not None and task.uncancel() == 0:
+                return False
+            raise
+        finally:
+            self._holder.moving()
         return True
 
     async def _abort(self, scope: Scope, send: Send) -> None:

@@ -39,7 +39,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from uuid import UUID
 
-from stint.api.budget import ByteBudget
+from stint.api.budget import ByteBudget, Holder
 from stint.api.hub import EventHub
 from stint.api.schemas import EventOut
 from stint.store.backoff import Backoff
@@ -83,6 +83,7 @@ async def follow(
     client: ClientStore,
     hub: EventHub,
     limits: StreamLimits,
+    holder: Holder,
     *,
     tenant: str | None,
     session_id: UUID,
@@ -102,7 +103,9 @@ async def follow(
     with hub.subscribe(session_id) as sub:
         while not sub.closed:
             sub.clear()
-            grant = await limits.budget.take(limits.page_bytes, seconds=limits.keepalive_seconds)
+            grant = await limits.budget.take(
+                holder, limits.page_bytes, seconds=limits.keepalive_seconds
+            )
             if grant is None:  # the process's budget is taken: wait our turn
                 yield KEEPALIVE
                 continue

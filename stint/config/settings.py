@@ -195,7 +195,7 @@ class Settings(BaseSettings):
         1, ge=1, le=3600, description="Retry-After sent with 429 and 503 answers"
     )
     api_max_followers: int = Field(
-        1_000, ge=1, le=20_000, description="event streams one API process serves at once"
+        2_000, ge=1, le=20_000, description="event streams one API process serves at once"
     )
     api_shutdown_seconds: int = Field(
         5, ge=0, le=3600, description="SIGTERM grace for open requests and streams"
@@ -232,16 +232,24 @@ class Settings(BaseSettings):
         "counted); 503 beyond",
     )
     api_stream_page_bytes: int = Field(
-        1_048_576,
+        262_144,
         ge=65_536,
         le=67_108_864,
         description="bytes of events one stream reads from PostgreSQL at a time",
     )
     api_stream_budget_bytes: int = Field(
-        33_554_432,
-        ge=1_048_576,
+        16_777_216,
+        ge=65_536,
         le=4_294_967_296,
         description="bytes of events all of one API process's streams hold in memory at once",
+    )
+    api_send_buffer_bytes: int = Field(
+        262_144,
+        ge=0,
+        le=67_108_864,
+        description="the kernel's send buffer of each API connection (SO_SNDBUF), so a client "
+        "that stops reading holds little kernel memory and is soon found out; 0 leaves it to "
+        "the kernel, which grows it up to net.ipv4.tcp_wmem's maximum (4 MiB) per connection",
     )
     api_stream_drain_seconds: float = Field(
         30.0,

@@ -50,7 +50,7 @@ from stint.store.config import ROLE_CLI
 from stint.store.keys import KeyStore
 from stint.store.pool import open_pool
 
-__all__ = ["HostileSpec", "run_hostile_case"]
+__all__ = ["HostileSpec", "run_hostile_case", "seed_big_events"]
 
 _HOST = "127.0.0.1"
 _MIB = 2**20
@@ -70,6 +70,7 @@ class HostileSpec:
     socket_hold_s: float = 15.0  # past the 10 s head deadline
     unauthenticated_posts: int = 100
     big_turns: int = 5  # each adds a 200 KB question and a 200 KB answer: ten events
+    phases: tuple[str, ...] = ("followers", "big_heads", "idle", "slowloris", "unauthenticated")
 
 
 @dataclass
@@ -188,10 +189,12 @@ def _closed_by_server(sock: socket.socket) -> bool:
         return True
 
 
-async def _seed(http: httpx.AsyncClient, spec: HostileSpec) -> tuple[str, int]:
-    """A session with ten 200 KB events: questions and answers of parked turns."""
+async def seed_big_events(http: httpx.AsyncClient, turns: int) -> tuple[str, int]:
+    """A session with two 200 KB events per turn (a parked turn's question, then its
+    answer in the turn's output), through the API (``http`` carries the key) and a
+    running worker of the scripted harness; its id and last seq."""
     session_id = (await http.post("/v1/sessions", json={})).json()["id"]
-    for i in range(spec.big_turns):
+    for i in range(turns):
         queued = await http.post(
             f"/v1/sessions/{session_id}/turns",
             json={"input": {"min_wait_ms": 0, "ask": f"{i}" + "q" * _EVENT_BYTES}},
@@ -405,7 +408,7 @@ async def run_hostile_case(
         async with httpx.AsyncClient(
             base_url=f"http://{_HOST}:{port}", headers=headers, timeout=60
         ) as http:
-            session_id, last_seq = await _seed(http, spec)
+            session_id, last_seq = await seed_big_events(http, spec.big_turns)
         report["rss_mib_idle"] = round(process.memory_info().rss / _MIB, 1)
         phases: list[tuple[str, Callable[[], Awaitable[dict[str, Any]]]]] = [
             ("followers", lambda: _followers(spec, port, token, session_id, last_seq)),
@@ -415,6 +418,8 @@ async def run_hostile_case(
             ("unauthenticated", lambda: _unauthenticated(spec, port, process)),
         ]
         for name, body in phases:
+            if name not in spec.phases:
+                continue
             report["phases"].append(await _phase(name, process, port, token, session_id, body))
             print(json.dumps(report["phases"][-1]), file=sys.stderr, flush=True)
     finally:
@@ -430,13 +435,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--report-dir", type=Path, default=Path("reports"))
     parser.add_argument("--followers", type=int, default=HostileSpec.followers)
+    parser.add_argument(
+        "--phases",
+        default=",".join(HostileSpec.phases),
+        help="comma-separated, of: " + ", ".join(HostileSpec.phases),
+    )
     args = parser.parse_args(argv)
     backends = LoadBackends(settings=None)
     (args.report_dir / "hostile-work").mkdir(parents=True, exist_ok=True)
     try:
         report = uvloop.run(
             run_hostile_case(
-                HostileSpec(followers=args.followers), backends, args.report_dir / "hostile-work"
+                HostileSpec(followers=args.followers, phases=tuple(args.phases.split(","))),
+                backends,
+                args.report_dir / "hostile-work",
             )
         )
     finally:

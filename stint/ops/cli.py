@@ -51,6 +51,7 @@ from stint.ops.inputs import (
     UsageError,
     check_argv,
     check_label,
+    enqueue_labels,
     parse_json,
     parse_object,
     parse_seconds,
@@ -72,6 +73,7 @@ from stint.store.errors import (
     UnknownSession,
     UnknownTurn,
 )
+from stint.store.input_rules import check_idempotency_key, check_pin, check_tenant
 from stint.store.keys import KeyStore
 from stint.store.migrate import migrate
 from stint.store.models import ApiKey
@@ -149,9 +151,9 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
         text, max_bytes=settings.max_input_bytes, max_depth=settings.max_input_depth
     )
     session_id = _parse_id(args.session) if args.session else None
-    key = check_label("--idempotency-key", args.idempotency_key)
-    tenant = check_label("--tenant", args.tenant)
-    pin = check_label("--pin", args.pin)
+    key = enqueue_labels(args.idempotency_key, check_idempotency_key, "--idempotency-key")
+    tenant = enqueue_labels(args.tenant, check_tenant, "--tenant")
+    pin = enqueue_labels(args.pin, check_pin, "--pin")
     timeout = _timeout(args.timeout) if args.timeout is not None else None
     if args.traceparent is not None and parse_traceparent(args.traceparent) is None:
         raise UsageError("--traceparent must look like 00-<32 hex>-<16 hex>-<2 hex>")
@@ -170,6 +172,8 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             pin=pin,
             timeout_seconds=timeout,
             busy=BusyStrategy(args.busy),
+            # A session of another tenant is unknown here too, as from the API.
+            within_tenant=tenant if session_id is not None else None,
             # With a key and no session, a retry must find the session, not make another.
             session_key=key if session_id is None else None,
             traceparent=traceparent,

@@ -213,6 +213,8 @@ class ClientStore:
                     session_id=sid,
                     idempotency_key=idempotency_key,
                     input=payload,
+                    timeout_seconds=timeout_seconds,
+                    busy=str(busy),
                 )
                 if existing is not None:
                     if not existing.same_input:
@@ -236,6 +238,7 @@ class ClientStore:
                 input=payload,
                 timeout_seconds=timeout_seconds,
                 traceparent=traceparent,
+                busy=str(busy),
                 work_channel=self._config.work_channel,
             )
             if queued and busy is BusyStrategy.INTERRUPT:

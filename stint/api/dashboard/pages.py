@@ -34,10 +34,10 @@ from stint.api.dashboard.login import (
     login_location,
 )
 from stint.api.events import log_bounds_or_409, stream_response
-from stint.api.limits import JsonRefused, check_json
 from stint.api.schemas import MAX_SEQ
 from stint.api.services import Services, services
 from stint.store.errors import StoreError
+from stint.store.input_rules import answer_from_text
 from stint.store.stats import SAMPLER
 from stint.store.vocabulary import ControlAction, EventKind, SessionStatus
 
@@ -331,20 +331,20 @@ async def answer(session_id: UUID, request: Request, me: SignedIn, svc: Svc) -> 
     form = await _form(request)
     me.check_csrf(form.get("csrf"))
     me.require_writer()
-    text = form.get("answer", "")
     try:
-        value: Any = json.loads(text)
-    except ValueError:
-        value = text  # not JSON: the answer is the text itself
-    try:
-        check_json(json.dumps(value).encode(), max_depth=svc.settings.max_input_depth)
+        # The rules of /v1's answers: size, depth, JSON jsonb stores exactly.
+        value = answer_from_text(
+            form.get("answer", ""),
+            max_bytes=svc.settings.max_input_bytes,
+            max_depth=svc.settings.max_input_depth,
+        )
         answered = await svc.controls.answer(
             session_id=session_id,
             step_key=form.get("step_key", ""),
             answer=value,
             within_tenant=me.scope,
         )
-    except (JsonRefused, StoreError) as exc:
+    except StoreError as exc:
         return _back(session_id, f"not answered: {exc}")
     return _back(session_id, f"answered; turn {answered.turn_id} resumes")
 

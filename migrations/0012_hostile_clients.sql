@@ -24,3 +24,16 @@ CREATE TABLE dashboard_sessions (
     CHECK (expires_at > created_at)
 );
 CREATE INDEX dashboard_sessions_key_id ON dashboard_sessions (key_id);
+
+-- control.requested: a cancel or interrupt asked of the live worker running
+-- the turn, with who asked (its actor); the worker's terminal event follows.
+ALTER TABLE events DROP CONSTRAINT events_kind_check;
+ALTER TABLE events ADD CONSTRAINT events_kind_check
+    CHECK (kind IN ('turn.started', 'tool.called', 'tool.returned',
+                    'model.called', 'model.returned',
+                    'approval.requested', 'approval.answered',
+                    'effect.unknown', 'turn.released', 'turn.deferred', 'message',
+                    'turn.completed', 'turn.failed',
+                    'turn.cancelled', 'turn.interrupted',
+                    'message.delta', 'model.retried', 'history.truncated',
+                    'control.requested'));

@@ -33,6 +33,7 @@ from stint.store.client import ClientStore
 from stint.store.config import ROLE_API, ROLE_API_FOLLOW, StoreConfig
 from stint.store.controls import ControlStore
 from stint.store.dashboard import DashboardStore
+from stint.store.dashboard_sessions import DashboardSessionStore
 from stint.store.keys import KeyStore
 from stint.store.pool import open_pool
 from stint.store.stats import StatsStore
@@ -76,6 +77,7 @@ def _lifespan(settings: Settings, config: StoreConfig) -> Any:
                     page_bytes=settings.api_stream_page_bytes,
                     budget=ByteBudget(settings.api_stream_budget_bytes),
                 ),
+                dashboard_sessions=DashboardSessionStore(config, pool),
             )
             yield
         finally:
@@ -127,6 +129,9 @@ def create_app(settings: Settings, config: StoreConfig) -> FastAPI:
     app.include_router(events.router, tags=["events"], dependencies=strict)
     app.include_router(metrics.router)
     install_dashboard(app)
+    # No redirect to the same path with a slash added: Starlette builds that
+    # Location from the request's Host header (issue 22: Host reflection).
+    app.router.redirect_slashes = False
     install_problem_handlers(app, retry_after=settings.api_retry_after_seconds)
     app.add_middleware(
         BodyLimits,

@@ -17,6 +17,7 @@ from stint.store.client import ClientStore
 from stint.store.config import StoreConfig
 from stint.store.controls import ControlStore
 from stint.store.dashboard import DashboardStore
+from stint.store.dashboard_sessions import DashboardSessionStore
 from stint.store.keys import KeyStore
 from stint.store.pool import Pool
 from stint.store.stats import StatsStore
@@ -41,6 +42,7 @@ class Services:
     dashboard: DashboardStore
     stats: StatsStore
     stream_limits: StreamLimits
+    dashboard_sessions: DashboardSessionStore
 
 
 def services(request: Request) -> Services:

@@ -260,6 +260,7 @@ async def _control(
         reason=body.reason,
         turn_id=body.turn_id,
         within_tenant=caller.tenant,
+        actor=caller.actor("api"),
     )
     if not wait or result.active_turn is None:
         return ControlOut.of(result)
@@ -321,6 +322,7 @@ async def answer(session_id: UUID, body: AnswerCreate, caller: Writer, svc: Svc)
         step_key=body.step_key,
         answer=body.answer,
         within_tenant=caller.tenant,
+        actor=caller.actor("api"),
     )
     return AnswerOut(session_id=session_id, turn_id=answered.turn_id, resumed=True)
 

@@ -259,6 +259,19 @@ class Settings(BaseSettings):
         "then closed (it resumes by Last-Event-ID)",
     )
 
+    dashboard_session_seconds: int = Field(
+        43_200,
+        ge=60,
+        le=2_592_000,
+        description="a dashboard sign-in lasts this long (then, or at sign-out, or when its "
+        "key is revoked, the browser signs in again)",
+    )
+    dashboard_insecure_cookie: bool = Field(
+        False,
+        description="send the dashboard's cookie over plain HTTP although the API listens "
+        "beyond loopback (it is Secure there by default: put TLS in front instead)",
+    )
+
     # The agents harness (stint.agents:chat); read only when it is the harness.
     model_base_url: str = Field(
         "https://api.openai.com/v1", description="OpenAI-compatible API base URL"

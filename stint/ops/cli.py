@@ -12,6 +12,7 @@ command's own are data in ``stint.ops.exit_codes``, shown by its ``--help``.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import os
@@ -222,6 +223,15 @@ async def _with_controls(
         await pool.close()
 
 
+def cli_actor() -> dict[str, str | bool | None]:
+    """Who acts from the command line: the OS user (the CLI holds no API key)."""
+    try:
+        user: str | None = getpass.getuser()
+    except (KeyError, OSError):
+        user = None
+    return {"door": "cli", "user": user}
+
+
 async def cmd_control(settings: Settings, args: argparse.Namespace) -> int:
     session_id = _parse_id(args.session)
     turn_id = _parse_id(args.turn, "turn") if getattr(args, "turn", None) else None
@@ -233,6 +243,7 @@ async def cmd_control(settings: Settings, args: argparse.Namespace) -> int:
             action=ControlAction(args.command),
             reason=reason,
             turn_id=turn_id,
+            actor=cli_actor(),
         )
         print(json.dumps(result.as_json()))
         return 0
@@ -249,7 +260,9 @@ async def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
     )
 
     async def record(controls: ControlStore) -> int:
-        result = await controls.answer(session_id=session_id, step_key=step_key, answer=answer)
+        result = await controls.answer(
+            session_id=session_id, step_key=step_key, answer=answer, actor=cli_actor()
+        )
         print(json.dumps(result.as_json()))
         return 0
 

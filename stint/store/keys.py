@@ -45,6 +45,15 @@ class Caller:
     read_only: bool
     operator: bool = False
 
+    def actor(self, door: str) -> dict[str, str | bool | None]:
+        """Who acts, as a control's or an answer's event records it."""
+        return {
+            "door": door,
+            "key_id": self.key_id,
+            "tenant": self.tenant,
+            "operator": self.operator,
+        }
+
     @property
     def scope(self) -> str | None:
         """The tenant the dashboard filters by: None (every tenant) for an operator."""

@@ -13,7 +13,7 @@ import httpx
 
 from stint.store.pool import Pool
 from tests.api.conftest import ApiServer, bearer
-from tests.dashboard.conftest import Tokens
+from tests.dashboard.conftest import Tokens, sign_in
 from tests.polling import wait_until
 from tests.workers import Cluster, fetch
 
@@ -45,7 +45,7 @@ async def test_the_dashboards_answer_is_judged_as_v1_judges_one(
     ) as api:
         session_id, turn_id, step_key = await _parked(api, pool)
     async with httpx.AsyncClient(base_url=dashboard_api.base_url, timeout=30) as browser:
-        signed = await browser.post("/dashboard/login", data={"key": tokens.acme})
+        signed = await sign_in(browser, tokens.acme)
         assert signed.status_code == 303
         page = await browser.get(f"/dashboard/sessions/{session_id}")
         found = re.search(r'name="csrf" value="([0-9a-f]{64})"', page.text)

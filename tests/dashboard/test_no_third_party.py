@@ -15,7 +15,7 @@ from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.pool import Pool
 from tests.api.conftest import ApiServer
-from tests.dashboard.conftest import Tokens
+from tests.dashboard.conftest import Tokens, sign_in
 
 _OUTSIDE = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.IGNORECASE)
 
@@ -36,7 +36,7 @@ async def test_no_interactive_docs_and_a_csp_on_every_html_page(
         assert (await client.get("/docs/oauth2-redirect")).status_code == 404
         assert (await client.get("/openapi.json")).json()["info"]["title"] == "Stint"
         _assert_own_page(await client.get("/dashboard/login"))
-        signed = await client.post("/dashboard/login", data={"key": tokens.operator})
+        signed = await sign_in(client, tokens.operator)
         assert signed.status_code == 303
         pages = [
             "/dashboard/overview",
@@ -49,7 +49,7 @@ async def test_no_interactive_docs_and_a_csp_on_every_html_page(
         for path in pages:
             _assert_own_page(await client.get(path))
     async with httpx.AsyncClient(base_url=dashboard_api.base_url, timeout=30) as tenant:
-        await tenant.post("/dashboard/login", data={"key": tokens.acme})
+        await sign_in(tenant, tokens.acme)
         forbidden = await tenant.get("/dashboard/workers")
         assert forbidden.status_code == 403
         _assert_own_page(forbidden)

@@ -78,12 +78,21 @@ class _Pruner:
 
 
 async def _messages(stream: SseStream, count: int) -> list[SseMessage]:
+    """The next ``count`` events (keepalive comments skipped); a stream that sends
+    fewer fails the test after a minute, whatever keepalives keep coming."""
     found: list[SseMessage] = []
-    while len(found) < count:
-        message = await asyncio.wait_for(stream.next(), timeout=30)
-        assert message is not None, found
-        if message.comment is None:
-            found.append(message)
+
+    async def collect() -> None:
+        while len(found) < count:
+            message = await stream.next()
+            assert message is not None, found
+            if message.comment is None:
+                found.append(message)
+
+    try:
+        await asyncio.wait_for(collect(), timeout=60)
+    except TimeoutError:
+        raise AssertionError(f"{len(found)} of {count} events came: {found}") from None
     return found
 
 

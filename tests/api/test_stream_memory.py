@@ -80,12 +80,19 @@ async def _resume_to_the_end(
     headers = {**bearer(token), "Last-Event-ID": str(after)}
     path = f"/v1/sessions/{session_id}/events"
     seen: list[int] = []
-    async with await SseStream.open("127.0.0.1", api.port, path, headers) as stream:
+
+    async def collect(stream: SseStream) -> None:
         while not seen or seen[-1] < last:
-            message = await asyncio.wait_for(stream.next(), timeout=60)
+            message = await stream.next()
             assert message is not None, seen
             if message.id is not None:
                 seen.append(int(message.id))
+
+    async with await SseStream.open("127.0.0.1", api.port, path, headers) as stream:
+        try:
+            await asyncio.wait_for(collect(stream), timeout=120)
+        except TimeoutError:
+            raise AssertionError(f"only {seen} of 1..{last} came") from None
     return seen
 
 

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import logging
 
+from starlette.requests import cookie_parser
+from starlette.responses import RedirectResponse
 from starlette.routing import Match
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from stint.api.dashboard.login import COOKIE, COOKIE_PATH, login_location
 from stint.api.problems import problem_response, store_error_status
 from stint.api.services import Services
 from stint.store.errors import StoreError
@@ -55,6 +58,9 @@ class AuthGate:
         self._app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _dashboard_write(scope):
+            await self._dashboard(scope, receive, send)
+            return
         if (
             scope["type"] != "http"
             or not str(scope.get("path", "")).startswith(_PREFIX)
@@ -83,6 +89,39 @@ class AuthGate:
             return
         scope.setdefault("state", {})[CALLER] = caller
         await self._app(scope, receive, send)
+
+    async def _dashboard(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A dashboard form post (an answer, a cancel, sign-out) needs a live sign-in
+        session, checked from its cookie before the form is read; else the browser is
+        sent to sign in, as the pages do."""
+        svc = scope["app"].state.services
+        assert isinstance(svc, Services)
+        token = _cookie(scope, COOKIE)
+        caller = await svc.dashboard_sessions.sessions_verify(token=token) if token else None
+        if caller is None:
+            where = login_location(COOKIE_PATH + "/")
+            await RedirectResponse(where, status_code=303)(scope, receive, send)
+            return
+        scope.setdefault("state", {})[CALLER] = caller
+        await self._app(scope, receive, send)
+
+
+def _dashboard_write(scope: Scope) -> bool:
+    path = str(scope.get("path", ""))
+    return (
+        scope.get("method") == "POST"
+        and path.startswith(COOKIE_PATH + "/")
+        and path != COOKIE_PATH + "/login"
+    )
+
+
+def _cookie(scope: Scope, name: str) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == b"cookie":
+            found = cookie_parser(value.decode("latin-1")).get(name)
+            if found:
+                return found
+    return None
 
 
 def gated_caller(scope: Scope) -> Caller | None:

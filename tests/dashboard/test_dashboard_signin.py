@@ -4,6 +4,7 @@ PostgreSQL; the cookie's Secure rule is judged by the function the route uses.""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -130,3 +131,22 @@ def test_the_cookie_is_secure_by_default_beyond_loopback() -> None:
     assert cookie_secure(Settings(api_host="10.1.2.3"), "http")
     assert cookie_secure(Settings(api_host="127.0.0.1"), "https")
     assert not cookie_secure(Settings(api_host="0.0.0.0", dashboard_insecure_cookie=True), "http")
+
+
+async def test_a_form_post_without_a_sign_in_is_turned_away_before_its_body(
+    dashboard_api: ApiServer,
+) -> None:
+    """A dashboard write (answer, cancel) without a live session is sent to sign in
+    from its headers: a 1 MB body announced but never sent is not waited for."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", dashboard_api.port)
+    try:
+        writer.write(
+            b"POST /dashboard/sessions/00000000-0000-0000-0000-000000000000/answer HTTP/1.1\r\n"
+            b"Host: x\r\nCookie: stint_dashboard=sds_0000000000000000_nope\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n["
+        )
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=60)
+    finally:
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 303"), head
+    assert b"location: /dashboard/login?next=/dashboard/" in head.lower()

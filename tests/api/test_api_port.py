@@ -3,6 +3,7 @@ reference gives (issue 22, finding 8: it exited 3, the reference said 1)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from stint.postgres.scratch import ScratchTarget
 from tests.api.conftest import api_env
 
 
-def test_a_taken_port_exits_as_the_reference_says(db: ScratchTarget, tmp_path: Path) -> None:
+async def test_a_taken_port_exits_as_the_reference_says(db: ScratchTarget, tmp_path: Path) -> None:
     assert (EXIT_FAILED, "cannot run (the database, a port taken)") in COMMANDS["api"]
     log = tmp_path / "api.log"
     with socket.socket() as taken:
@@ -20,7 +21,7 @@ def test_a_taken_port_exits_as_the_reference_says(db: ScratchTarget, tmp_path: P
         taken.listen()
         port = taken.getsockname()[1]
         proc = spawn_api(env=api_env(db), port=port, log_path=log)
-        code = proc.wait(timeout=120)
+        code = await asyncio.to_thread(proc.wait, 120)
     text = log.read_text(errors="replace")
     assert code == EXIT_FAILED, text
     assert f"port {port}" in text and "Traceback" not in text, text

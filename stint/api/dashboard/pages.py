@@ -68,7 +68,9 @@ _HEADERS = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer the browser sends "Origin: null"
+    # with the dashboard's own forms, and sign-in refuses a foreign or null Origin.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 

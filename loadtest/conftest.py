@@ -4,6 +4,13 @@ Without it every matrix case is skipped with a reason that says so, and the run
 ends with ``load matrix: not run (pass --run-load)`` — a green generic test run
 is never evidence that the matrix ran. ``STINT_REQUIRE_LOAD=1`` turns that skip
 into a failure, for release pipelines.
+
+``pytest loadtest --run-load`` alone runs the matrix (a few minutes), writes its
+report and prints the sizing it gives. The long runs (the soaks, the ladder,
+the scale and quota runs, the API case, the sizing validation) carry
+``long_run(NAME)`` and run only when the command selects tests itself (``-k``,
+``-m`` or a file): ``-k ladder``, ``-k sizing``; the end-of-run line names the
+ones left out.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from stint.lab.model import HARNESSES, CaseSpec
 
 NOT_RUN = "load matrix: not run (pass --run-load)"
 SUMMARY_ATTR = "_stint_load_summary"
+LINES_ATTR = "_stint_load_lines"
+LEFT_OUT_ATTR = "_stint_long_runs_left_out"
 SKIP_REASON = (
     "load matrix not run: pass --run-load to run it (pytest loadtest --run-load); "
     "STINT_REQUIRE_LOAD=1 makes this a failure"
@@ -92,7 +101,43 @@ def pytest_addoption(parser: Parser) -> None:
         "--report-dir",
         default="report/load",
         metavar="DIR",
-        help="where the case JSON, matrix.json/md and charts go (report/load)",
+        help="where the case JSON, matrix.json/md and charts go (report/load); the sizing "
+        "validation's sizing.json/md too",
+    )
+    group.addoption(
+        "--size-report",
+        default="docs/load/matrix.json",
+        metavar="FILE",
+        help="-k sizing: the matrix.json stint size reads (docs/load/matrix.json)",
+    )
+    group.addoption(
+        "--size-rate",
+        type=float,
+        default=5.0,
+        metavar="R",
+        help="-k sizing: turns arriving per second, as stated to stint size (5)",
+    )
+    group.addoption(
+        "--size-turn-seconds",
+        type=float,
+        default=20.0,
+        metavar="T",
+        help="-k sizing: seconds a turn is active, as stated to stint size (20)",
+    )
+    group.addoption(
+        "--time-scale",
+        type=float,
+        default=10.0,
+        metavar="F",
+        help="-k sizing: run turns F times shorter arriving F times faster (10: 20 s turns "
+        "as 2 s at 10x the rate; the busy slots stay the same)",
+    )
+    group.addoption(
+        "--size-seconds",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="-k sizing: seconds of arrivals per configuration, in the run's time (60)",
     )
 
 
@@ -137,12 +182,31 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 _LOAD_TIMEOUT_S = 4 * 3600  # the longest soak runs for about an hour here
 
 
+def _selects_itself(config: Config) -> bool:
+    """The command chose its tests (``-k``, ``-m``, a file or a test id), so it gets
+    what it chose, long runs included."""
+    if config.getoption("keyword") or config.getoption("markexpr"):
+        return True
+    return any(arg.endswith(".py") or "::" in arg for arg in config.args)
+
+
 def pytest_collection_modifyitems(config: Config, items: list[Item]) -> None:
     """Load cases run for minutes (soaks for an hour): a timeout of their own
-    instead of the suite's per-test default."""
+    instead of the suite's per-test default. With ``--run-load`` and no selection of
+    its own, the long runs are left out (and named at the end)."""
     for item in items:
         if item.get_closest_marker("load") is not None and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(_LOAD_TIMEOUT_S))
+    if not config.getoption("--run-load") or _selects_itself(config):
+        return
+    marks = {item: item.get_closest_marker("long_run") for item in items}
+    long = [item for item, mark in marks.items() if mark is not None]
+    if not long:
+        return
+    names = {str(mark.args[0]) for mark in marks.values() if mark is not None}
+    config.hook.pytest_deselected(items=long)
+    items[:] = [item for item in items if marks[item] is None]
+    setattr(config, LEFT_OUT_ATTR, sorted(names))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -157,18 +221,32 @@ def pytest_runtest_setup(item: Item) -> None:
 
 def pytest_configure(config: Config) -> None:
     config.addinivalue_line("markers", "load: part of the load matrix (needs --run-load)")
+    config.addinivalue_line(
+        "markers",
+        "long_run(name): a load run beyond the matrix, run when selected (-k name)",
+    )
     sigterm_as_interrupt()  # a killed load run still stops its workers and clusters
 
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter, config: Config) -> None:
-    """The run's last word on the matrix: where its report is, or that it did not run."""
+    """The run's last word on the matrix: where its report is and what it sizes, or
+    that it did not run; and which long runs were left out."""
     ran = getattr(config, SUMMARY_ATTR, None)
     if ran:
-        terminalreporter.write_line(ran)
+        for line in ran.splitlines():
+            terminalreporter.write_line(line)
     elif config.getoption("--run-load"):
         terminalreporter.write_line("load matrix: not run (no matrix case selected)")
     else:
         terminalreporter.write_line(NOT_RUN)
+    for line in getattr(config, LINES_ATTR, []):
+        terminalreporter.write_line(line)
+    left_out = getattr(config, LEFT_OUT_ATTR, None)
+    if left_out:
+        terminalreporter.write_line(
+            f"long runs not selected: {', '.join(left_out)} "
+            f"(run one with -k NAME, e.g. pytest loadtest --run-load -k {left_out[0]})"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -186,3 +264,11 @@ def load_session(request: pytest.FixtureRequest) -> Iterator[LoadSession]:
         yield session
     finally:
         setattr(config, SUMMARY_ATTR, session.finish())
+
+
+@pytest.fixture(scope="session")
+def load_report_lines(request: pytest.FixtureRequest) -> list[str]:
+    """Lines a long run adds to the end of the run (its verdict, where its report is)."""
+    lines: list[str] = []
+    setattr(request.config, LINES_ATTR, lines)
+    return lines

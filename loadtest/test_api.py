@@ -15,7 +15,7 @@ from stint.lab.api_case import ApiCaseSpec, run_api_case
 from stint.lab.api_report import write_api_report
 from stint.lab.backends import LoadBackends
 
-pytestmark = pytest.mark.load
+pytestmark = [pytest.mark.load, pytest.mark.long_run("api")]
 
 
 def test_api_followers_while_workers_run(request: pytest.FixtureRequest) -> None:

@@ -16,7 +16,7 @@ from stint.lab.ladder import Rung, marginal, write_ladder
 from stint.lab.model import CaseSpec
 from stint.lab.runner import run_case
 
-pytestmark = pytest.mark.load
+pytestmark = [pytest.mark.load, pytest.mark.long_run("ladder")]
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "load"
 SLOTS = (1, 2, 4, 8, 16, 32, 64)

@@ -22,7 +22,7 @@ from stint.store.pool import open_pool
 from stint.store.probe import ProbeStore
 from stint.store.quotas import QuotaStore
 
-pytestmark = pytest.mark.load
+pytestmark = [pytest.mark.load, pytest.mark.long_run("quota")]
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "load"
 

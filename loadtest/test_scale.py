@@ -23,7 +23,7 @@ from stint.store.pool import open_pool
 from stint.store.probe import ProbeStore
 from stint.store.worker_store import SqlWorkerStore
 
-pytestmark = pytest.mark.load
+pytestmark = [pytest.mark.load, pytest.mark.long_run("scale")]
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "load"
 

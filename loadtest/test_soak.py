@@ -21,7 +21,7 @@ from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.pool import open_pool
 from stint.store.probe import ProbeStore
 
-pytestmark = pytest.mark.load
+pytestmark = [pytest.mark.load, pytest.mark.long_run("soak")]
 
 
 async def test_soak_random_faults_lose_and_duplicate_nothing(

@@ -50,6 +50,7 @@ __all__ = [
     "BackendKind",
     "CaseDatabase",
     "LoadBackends",
+    "close_case",
 ]
 
 URL_ENV = "STINT_LOAD_DATABASE_URL"
@@ -370,6 +371,20 @@ class _SchemaServer:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+async def close_case(
+    database: CaseDatabase, cgroup: Cgroup | None, case_dir: Path, *, failed: bool
+) -> str | None:
+    """End a case: stop its server and remove its workers' cgroup. A failed case keeps
+    its database (the answer says where) and its folder of logs; a passed one leaves
+    nothing behind."""
+    kept = await database.close(keep=failed)
+    if cgroup is not None:
+        cgroup.remove()
+    if not failed:
+        shutil.rmtree(case_dir, ignore_errors=True)
+    return kept
 
 
 async def _migrated(server: _Server, conninfo: str) -> ScratchTarget:

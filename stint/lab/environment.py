@@ -11,7 +11,7 @@ from typing import Any
 
 import psutil
 
-__all__ = ["DOCS", "environment"]
+__all__ = ["DOCS", "environment", "shown_path"]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 """Where ``make bench`` and the figure scripts write, in a checkout."""
@@ -26,3 +26,12 @@ def environment() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
     }
+
+
+def shown_path(path: Path) -> Path:
+    """``path`` as a reader would type it here: relative to the working directory when
+    it lies below it."""
+    try:
+        return path.resolve().relative_to(Path.cwd())
+    except ValueError:
+        return path

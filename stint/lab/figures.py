@@ -8,7 +8,7 @@ from stint.lab.model import CaseSpec, PhaseFigures
 from stint.ops.stats import percentile
 from stint.store.models import TurnTiming
 
-__all__ = ["handoffs", "max_concurrent_turns", "phase_figures", "timeline"]
+__all__ = ["first_wave_waits", "handoffs", "max_concurrent_turns", "phase_figures", "timeline"]
 
 
 def _round(value: float | None) -> float | None:
@@ -21,6 +21,7 @@ def phase_figures(spec: CaseSpec, timings: Sequence[TurnTiming]) -> PhaseFigures
     interval = max(t.finished_at for t in timings) - start
     rate = len(timings) / interval if interval > 0 else 0.0
     e2e = [t.end_to_end for t in timings]
+    claims = first_wave_waits(timings, spec.total_slots)
     return PhaseFigures(
         turns=len(timings),
         succeeded=sum(1 for t in timings if t.status == "succeeded"),
@@ -33,7 +34,17 @@ def phase_figures(spec: CaseSpec, timings: Sequence[TurnTiming]) -> PhaseFigures
         queue_wait_p95_s=_round(percentile([t.queue_wait for t in timings], 95)),
         handoff_p50_ms=_ms(percentile(handoffs(timings), 50)),
         handoff_p95_ms=_ms(percentile(handoffs(timings), 95)),
+        claim_p50_ms=_ms(percentile(claims, 50)),
+        claim_p95_ms=_ms(percentile(claims, 95)),
     )
+
+
+def first_wave_waits(timings: Sequence[TurnTiming], slots: int) -> list[float]:
+    """Queue waits of the first ``slots`` turns to start: in a burst onto idle
+    workers each of them found a slot free, so the wait is the claim's latency
+    (the NOTIFY, the claim statement, the slot starting), not queueing."""
+    first = sorted(timings, key=lambda t: t.started_at)[:slots]
+    return [t.queue_wait for t in first]
 
 
 def _ms(seconds: float | None) -> float | None:

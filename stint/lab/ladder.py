@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from stint.lab.fit import least_squares_slope
 from stint.lab.model import CaseReport, CaseSpec
 from stint.lab.report_head import report_head
 
@@ -44,18 +45,6 @@ class Rung:
         )
 
 
-def _slope(points: list[tuple[float, float]]) -> float | None:
-    if len(points) < 2:
-        return None
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx == 0:
-        return None
-    return sum((x - mx) * (y - my) for x, y in points) / sxx
-
-
 def marginal(rungs: list[Rung], along: str, figure: str = "peak_rss_mib") -> float | None:
     """MiB per extra slot (``along="slots"``) or per extra worker (``"workers"``)."""
     points = [
@@ -63,7 +52,7 @@ def marginal(rungs: list[Rung], along: str, figure: str = "peak_rss_mib") -> flo
         for r in rungs
         if getattr(r, figure) is not None
     ]
-    slope = _slope(points)
+    slope = least_squares_slope(points)
     return None if slope is None else round(slope, 3)
 
 

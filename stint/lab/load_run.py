@@ -13,10 +13,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from stint.lab.backends import LoadBackends
-from stint.lab.environment import environment
+from stint.lab.environment import environment, shown_path
 from stint.lab.model import CaseReport, CaseSpec
 from stint.lab.report import write_case, write_matrix
 from stint.lab.runner import run_case
+from stint.lab.sizing_summary import sizing_summary_lines
 
 __all__ = ["LoadSession"]
 
@@ -64,7 +65,8 @@ class LoadSession:
         return report
 
     def finish(self) -> str | None:
-        """Write the matrix report; return the run's summary line (None if nothing ran)."""
+        """Write the matrix report; return the run's summary lines (None if nothing ran):
+        where the report is, and what it sizes for the worked example."""
         self._progress.stop()
         self._backends.close()
         if not self.reports:
@@ -84,9 +86,12 @@ class LoadSession:
             backend=asdict(backend),
         )
         passed = sum(1 for r in self.reports if r.passed)
-        return (
-            f"load matrix: {len(self.reports)} cases, {passed} passed all checks; "
-            f"report {matrix.with_name('matrix.md')}"
+        return "\n".join(
+            [
+                f"load matrix: {len(self.reports)} cases, {passed} passed all checks; "
+                f"report {shown_path(matrix.with_name('matrix.md'))}",
+                *sizing_summary_lines(matrix, json.loads(matrix.read_text())),
+            ]
         )
 
     def _earlier_cases(self, rerun: set[str]) -> tuple[list[dict[str, Any]], str | None]:

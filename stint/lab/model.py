@@ -17,11 +17,14 @@ __all__ = [
     "Backend",
     "CaseReport",
     "CaseSpec",
+    "Costs",
     "PhaseFigures",
     "Samples",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: each case's ``costs`` (CPU per turn, idle and waiting, the host's busy share),
+the claim latency of each burst, and the ``sizing`` profile ``stint size`` reads."""
 
 HARNESSES = ("scripted", "agents")
 AGENT_MODEL_CALLS_PER_TURN = 2
@@ -99,6 +102,10 @@ class PhaseFigures:
     # its finishes while work was waiting: the per-wave overhead (None: no such start).
     handoff_p50_ms: float | None = None
     handoff_p95_ms: float | None = None
+    # Enqueue to start of the turns that found a slot free (the burst's first wave):
+    # what a claim costs a turn when capacity is there (None: no such turn).
+    claim_p50_ms: float | None = None
+    claim_p95_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,38 @@ class Samples:
     pg_oom_kills: int | None
 
 
+@dataclass(frozen=True)
+class Costs:
+    """What a case's turns cost, each figure measured over a phase of its own.
+
+    Worker figures are summed over the case's workers and divided as named;
+    PostgreSQL's are the whole server's (None for a container or URL backend,
+    which has no postmaster to read). ``worker_cpu_ms_per_turn``: the workers' CPU
+    over the warm burst divided by its turns (the polls and renewals meanwhile
+    included). ``idle_*``: per worker and second with nothing queued (a worker with
+    a free slot polls for work). ``busy_worker_cpu_ms_per_s``: per worker and
+    second while ``hold_busy_slots`` turns, one per slot, all waited in their
+    tools; ``wait_worker_cpu_ms_per_slot_s``: the same above idle, per busy slot
+    and second (below zero when waiting slots cost less than polling free ones;
+    None for the agents harness, whose waits are model calls). ``host_cpu_busy``: the
+    whole machine's busy share during the warm burst, every process counted;
+    ``cpu_bound`` when it reached 0.9 or the burst ran at 0.8 of the CPU ceiling
+    (the turns/s at which workers and PostgreSQL would use every core).
+    """
+
+    worker_cpu_ms_per_turn: float | None
+    pg_cpu_ms_per_turn: float | None
+    idle_worker_cpu_ms_per_s: float | None
+    idle_pg_cpu_ms_per_s: float | None
+    busy_worker_cpu_ms_per_s: float | None
+    wait_worker_cpu_ms_per_slot_s: float | None
+    hold_busy_slots: int | None
+    host_cpu_busy: float | None
+    cpu_ceiling_turns_per_s: float | None
+    cpu_bound: bool | None
+    load_average: list[float]
+
+
 @dataclass
 class CaseReport:
     """Everything one case measured and checked."""
@@ -130,6 +169,7 @@ class CaseReport:
     cold: PhaseFigures | None = None
     warm: PhaseFigures | None = None
     samples: Samples | None = None
+    costs: Costs | None = None
     idle_drain_s: float | None = None
     worker_exit_codes: list[int] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
@@ -155,6 +195,7 @@ class CaseReport:
                 "warm": asdict(self.warm) if self.warm else None,
             },
             "samples": asdict(self.samples) if self.samples else None,
+            "costs": asdict(self.costs) if self.costs else None,
             "idle_drain_s": self.idle_drain_s,
             "worker_exit_codes": self.worker_exit_codes,
             "checks": self.checks,

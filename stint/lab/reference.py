@@ -31,7 +31,8 @@ from stint.ops.admission import admission_json
 from stint.ops.checks import Check, CheckReport
 from stint.ops.quota_cli import quota_json
 from stint.ops.show import session_json, turn_json, turn_of_session_json
-from stint.ops.sizing import Sizing
+from stint.ops.sizing import Workload, size
+from stint.ops.sizing_costs import CostModel, CostPoint, Range
 from stint.ops.status import status_json
 from stint.store.admission import LimitsRow
 from stint.store.controls import AnswerResult, ControlResult
@@ -162,8 +163,31 @@ def _turn() -> TurnUsage:
     )
 
 
+def _sizing_sample() -> dict[str, Any]:
+    """``stint size --json`` on a made-up cost model (the shape, not figures)."""
+    figures = {f.name: Range(1.0, 2.0) for f in fields(CostPoint)}
+    model = CostModel(
+        harness="scripted",
+        figures={**figures, "rss_mib_base": Range(50.0, 52.0), "rss_mib_per_slot": Range(0, 0.1)},
+        claim_p95_ms=Range(10.0, 40.0),
+        max_slots_measured=64,
+        harness_max_slots=64,
+        slots_measured=[1, 4, 64],
+        per_slot_from="fit",
+        configurations_used=3,
+        configurations_failed=[],
+        cpu_bound=[],
+        machine_cpus=2,
+        generated_at=None,
+        command=None,
+    )
+    answer = size(model, Workload(rate=5.0, turn_seconds=20.0)).as_json()
+    return {"report": "docs/load/matrix.json", **answer}
+
+
 def json_outputs() -> list[JsonOutput]:
     """Every JSON shape a ``stint`` command prints, from the functions that print them."""
+    sizing = _sizing_sample()
     session = SessionUsage(_ID, "idle", 3, [_turn()])
     limits = LimitsRow("*", None, None, 16, None, 0, 0)
     admission = admission_json([limits], 0)
@@ -281,8 +305,41 @@ def json_outputs() -> list[JsonOutput]:
         JsonOutput(
             ("size",),
             "stint size --json",
-            {f.name: None for f in fields(Sizing)},
-            {"notes": "the assumptions, in words"},
+            sizing,
+            {
+                "report": "the matrix.json sized from",
+                "workload": "the rate, turn seconds, headroom and wait target as given",
+                "budget": "per-worker CPU and memory, the slots-per-worker cap in force, spare "
+                "workers, lease and drain seconds",
+                "slots": "busy slots (Little's law), by headroom, by queueing (Erlang C), "
+                "needed, and the rule that decided",
+                "recommended": "the chosen option (as in options); null when nothing fits",
+                "rule": "the rule that chose it, in words",
+                "options": "the recommended option first, then the same slots in smaller workers",
+                "stability": "stable or not, the figures checked at the bottom of their range, "
+                "and each deciding figure with the answer it would give",
+                "costs": "the cost ranges used ([min, max]), your own figures, and what the "
+                "report says of itself (CPU-bound cells, its machine, when and how it was made)",
+                "notes": "the assumptions, in words",
+            },
+        ),
+        JsonOutput(
+            ("size",),
+            "stint size --json: options[]",
+            sizing["options"][0],
+            {
+                "shape": "workers x slots per worker",
+                "slots_after_one_lost": "what the survivors hold when one worker is gone",
+                "worker_cpu_ms_per_s": "one worker's CPU with one worker lost, top of the ranges",
+                "postgres_cpu_cores": "the turns' and the idle workers' polling; null when the "
+                "report could not measure PostgreSQL",
+                "wait_probability": "Erlang C: the share of turns that would wait for a slot",
+                "crash_sessions": "sessions a crashed worker held on average; they resume after "
+                "their lease",
+                "drain_turns": "turns a draining worker finishes, or hands back past the drain "
+                "budget",
+                "why_not": "why an option does not fit its budgets or the cap",
+            },
         ),
         JsonOutput(
             ("keys",),

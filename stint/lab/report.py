@@ -9,7 +9,9 @@ line. Charts are drawn on matplotlib ``Figure`` objects (Agg, no display).
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,15 +22,26 @@ from matplotlib.figure import Figure
 
 from stint.lab.model import SCHEMA_VERSION
 from stint.lab.report_head import report_head
-from stint.ops.sizing import measured_profile
+from stint.lab.sizing_profile import RANGED_COSTS, sizing_profile
+from stint.lab.sizing_summary import sizing_section
 
-__all__ = ["build_matrix", "render_charts", "render_markdown", "write_case", "write_matrix"]
+__all__ = [
+    "build_matrix",
+    "main",
+    "render_charts",
+    "render_markdown",
+    "rerender_matrix",
+    "write_case",
+    "write_matrix",
+]
 
 Span = list[float] | None
 _GROUP = ("harness", "workers", "slots", "sessions", "tool_wait_ms", "model_latency_ms")
 # Cases written before the agents harness had no harness or model latency fields.
 _GROUP_DEFAULTS: dict[str, Any] = {"harness": "scripted", "model_latency_ms": 0}
-_PHASE_FIGURES = ("turns_per_s", "fraction_of_limit", "e2e_p95_s", "handoff_p95_ms")
+_PHASE_FIGURES = ("turns_per_s", "fraction_of_limit", "e2e_p95_s", "handoff_p95_ms", "claim_p95_ms")
+# Each case's cost figures (model.Costs) a summary row gives as ranges over its reps.
+_COST_FIGURES = (*RANGED_COSTS, "host_cpu_busy", "cpu_ceiling_turns_per_s")
 _CHARTS = ("throughput.png", "p95.png", "rss.png")
 _NOT_MEASURED = "not measured"
 _X = "\N{MULTIPLICATION SIGN}"
@@ -68,6 +81,17 @@ def _sample(case: dict[str, Any], key: str) -> Any:
     return samples.get(key) if samples else None
 
 
+def _costs(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each cost figure's range over the reps, how many reps were CPU-bound, and the
+    load averages (1 minute) the reps started at. Cases of schema 1 measured none."""
+    measured = [c["costs"] for c in cases if c.get("costs")]
+    return {
+        **{key: _span(m.get(key) for m in measured) for key in _COST_FIGURES},
+        "cpu_bound_reps": sum(1 for m in measured if m.get("cpu_bound")),
+        "load_average_1m": _span(m["load_average"][0] for m in measured if m.get("load_average")),
+    }
+
+
 def _phase(cases: list[dict[str, Any]], name: str) -> dict[str, Span]:
     phases = [c["phases"][name] for c in cases]
     return {key: _span(p.get(key) if p else None for p in phases) for key in _PHASE_FIGURES}
@@ -94,6 +118,11 @@ def _summary_row(cases: list[dict[str, Any]]) -> dict[str, Any]:
             v for c in cases for v in (_sample(c, "peak_uss_mib_per_worker") or [])
         ),
         "worker_cpu_seconds": _span(_sample(c, "worker_cpu_seconds") for c in cases),
+        "peak_rss_mib_per_worker": _span(
+            max(_sample(c, "peak_rss_mib_per_worker") or [], default=None) for c in cases
+        ),
+        "db_connections_per_worker": _span(_sample(c, "db_connections_per_worker") for c in cases),
+        "costs": _costs(cases),
         "idle_drain_s": _span(c.get("idle_drain_s") for c in cases),
         "pg_peak_memory_mib_max": _most(_sample(c, "pg_peak_memory_mib") for c in cases),
         "db_connections_per_worker_max": _most(
@@ -127,7 +156,6 @@ def build_matrix(
 ) -> dict[str, Any]:
     """``matrix.json``: the cases, one summary row per configuration, the sizing profile."""
     summary = _summary(cases)
-    scripted = [row for row in summary if row["harness"] == "scripted"]
     return {
         "schema_version": SCHEMA_VERSION,
         "generated_at": generated_at,
@@ -136,8 +164,7 @@ def build_matrix(
         "backend": backend,
         "cases": cases,
         "summary": summary,
-        # Sized from the scripted fixture, the workload the sizing rule was written for.
-        "sizing": measured_profile(scripted or summary),
+        "sizing": sizing_profile(summary, environment=environment, backend=backend),
     }
 
 
@@ -285,37 +312,6 @@ def _checks_line(cases: list[dict[str, Any]]) -> str:
     return f"{passed} of {len(cases)} cases passed all checks. Cases passing each check: {detail}."
 
 
-def _sizing_section(profile: dict[str, Any]) -> list[str]:
-    lines = [
-        "## Sizing",
-        "",
-        "| Slots per worker | Peak RSS per worker | DB connections per worker "
-        "| Efficiency used (lowest warm fraction of limit) | Best warm fraction of limit |",
-        "|---|---|---|---|---|",
-    ]
-    for c in profile["configurations"]:
-        cells = [
-            str(c["slots_per_worker"]),
-            _one(c["peak_rss_mib_per_worker"], 0, "MiB"),
-            _one(c["db_connections_per_worker"], 1),
-            _one(c["efficiency"], 2),
-            _one(c["best_warm_fraction_of_limit"], 2),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        f"- Required active slots ≈ arrival rate {_X} average active-turn seconds "
-        f"{_X} (1 + headroom), divided by the efficiency above; "
-        "workers = ceil(slots / slots per worker).",
-        f"- Memory ≈ workers {_X} peak RSS per worker; database connections ≈ workers "
-        f"{_X} connections per worker, plus API, CLI, monitoring and administration connections.",
-        "- Measure the real active-turn duration: approvals and questions park and release slots; "
-        "long tools hold them. These are fixture figures, a starting experiment, not an SLA.",
-        "- `stint size --report matrix.json --rate R --turn-seconds T` does this arithmetic.",
-    ]
-    return lines
-
-
 def _environment_value(value: Any) -> str:
     return json.dumps(value) if isinstance(value, dict | list) else str(value)
 
@@ -348,7 +344,7 @@ def render_markdown(matrix: dict[str, Any]) -> str:
         *_agents_section(summary),
         _checks_line(cases),
         "",
-        *_sizing_section(matrix["sizing"]),
+        *sizing_section(matrix),
         "",
         "## Charts and per-case data",
         "",
@@ -584,8 +580,43 @@ def write_matrix(
         backend=backend,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
+    return _write(report_dir, matrix)
+
+
+def _write(report_dir: Path, matrix: dict[str, Any]) -> Path:
     path = report_dir / "matrix.json"
     _write_json(path, matrix)
     (report_dir / "matrix.md").write_text(render_markdown(matrix))
     render_charts(matrix, report_dir)
     return path
+
+
+def rerender_matrix(report_dir: Path) -> Path:
+    """Rebuild ``matrix.json`` (its summary and sizing), ``matrix.md`` and the charts
+    from the cases the existing ``matrix.json`` holds, keeping its time and command:
+    after a change to the report code, nothing re-measured."""
+    old = json.loads((report_dir / "matrix.json").read_text())
+    matrix = build_matrix(
+        old["cases"],
+        command=old["command"],
+        environment=old["environment"],
+        backend=old["backend"],
+        generated_at=old["generated_at"],
+    )
+    return _write(report_dir, matrix)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m stint.lab.report",
+        description="Re-render a matrix report (matrix.json's summary and sizing, matrix.md, "
+        "the charts) from the cases its matrix.json holds; nothing is re-measured.",
+    )
+    parser.add_argument("report_dir", type=Path, metavar="DIR", help="e.g. docs/load")
+    args = parser.parse_args(argv)
+    print(f"written: {rerender_matrix(args.report_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,9 +3,12 @@
 Seed the sessions; start W ``worker --slots S`` processes and burst one turn
 per session at the same moment (the *cold* interval, as the seed measured);
 then, with the workers warm and idle, burst one more turn per session (the
-*warm* interval); SIGTERM the workers and time their idle drain; judge the run
-with Stint's invariant checks plus the load-specific ones. Every figure comes
-from PostgreSQL audit timestamps or from the processes themselves.
+*warm* interval, whose CPU is divided by its turns); leave the workers idle a
+moment (their idle CPU); fill every slot with a turn that waits in its tool and
+read the CPU of waiting (the *hold*, scripted harness only); SIGTERM the
+workers and time their idle drain; judge the run with Stint's invariant checks
+plus the load-specific ones. Every figure comes from PostgreSQL audit
+timestamps or from the processes themselves.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from uuid import UUID
 
 import psutil
 
-from stint.lab.backends import CaseDatabase, LoadBackends
+from stint.lab.backends import CaseDatabase, LoadBackends, close_case
+from stint.lab.costs import CostMeter, Window, costs, load_average
 from stint.lab.environment import environment
 from stint.lab.figures import max_concurrent_turns, phase_figures, timeline
-from stint.lab.model import CaseReport, CaseSpec
+from stint.lab.model import CaseReport, CaseSpec, Costs
 from stint.lab.processes import spawn_worker, stop_workers
 from stint.lab.sampler import Sampler
 from stint.lab.workload import Workload, workload
@@ -36,7 +40,14 @@ from stint.store.config import ROLE_CLI
 from stint.store.pool import open_pool
 from stint.store.probe import ProbeStore
 
-__all__ = ["WORKER_SETTINGS", "burst", "burst_deadline", "run_case", "until_finished"]
+__all__ = [
+    "WORKER_SETTINGS",
+    "burst",
+    "burst_deadline",
+    "run_case",
+    "until_finished",
+    "until_registered",
+]
 
 # What the workers run with, as in the seed measurement: 250 ms polling, 30 s
 # leases, 5 s database deadlines. Passed explicitly so the report states them.
@@ -50,6 +61,12 @@ WORKER_SETTINGS = {
 }
 _POLL_S = 0.05
 _EXIT_TIMEOUT_S = 60.0
+IDLE_S = 1.5
+"""How long the workers sit idle (nothing queued) while their idle CPU is read."""
+HOLD_WAIT_MS = 3000
+"""The hold phase's turns wait this long in their tool ..."""
+HOLD_WINDOW_S = 1.5
+"""... and the CPU of waiting is read over this window once every one has started."""
 
 Progress = Callable[[str, int, int], None]
 """progress(phase, finished, total): called as turns finish."""
@@ -114,21 +131,29 @@ def _stop_and_time_drain(procs: list[subprocess.Popen[bytes]]) -> tuple[float, l
 
 
 def _load_checks(
-    spec: CaseSpec, report: CaseReport, concurrent: int, pids: list[int]
+    spec: CaseSpec,
+    report: CaseReport,
+    concurrent: int,
+    pids: list[int],
+    hold: tuple[int, int],
 ) -> list[Check]:
     samples = report.samples
     sampled = samples.max_active_sessions if samples else None
     left = [pid for pid in pids if psutil.pid_exists(pid) and _not_zombie(pid)]
     phases = [p for p in (report.cold, report.warm) if p is not None]
+    held, held_succeeded = hold
     return [
         Check(
             "every_turn_succeeded",
-            bool(phases) and all(p.succeeded == p.turns == spec.sessions for p in phases),
+            bool(phases)
+            and all(p.succeeded == p.turns == spec.sessions for p in phases)
+            and held_succeeded == held,
             {
                 "phases": {
                     name: (asdict(p) if p else None)
                     for name, p in (("cold", report.cold), ("warm", report.warm))
-                }
+                },
+                "hold": {"turns": held, "succeeded": held_succeeded},
             },
         ),
         Check(
@@ -184,22 +209,79 @@ async def run_case(
             asdict(Check("case_completed", False, {"error": f"{type(exc).__name__}: {exc}"}))
         )
     finally:
-        kept = await database.close(keep=failed)
-        if cgroup is not None:
-            cgroup.remove()
+        kept = await close_case(database, cgroup, case_dir, failed=failed)
         if failed:
             report.diagnostics = f"worker logs and workspace in {case_dir}; database: {kept}"
-        else:
-            shutil.rmtree(case_dir, ignore_errors=True)
     return report
 
 
-async def _until_registered(probe: ProbeStore, workers: int, deadline: float) -> None:
+async def _until_running(probe: ProbeStore, count: int, deadline: float) -> None:
+    # The workers start the turns: the sessions table is the only signal to poll.
+    while (await probe.turns_progress()).running_sessions < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the hold phase's {count} turns did not all start in time")
+        await asyncio.sleep(_POLL_S)
+
+
+async def _hold(
+    spec: CaseSpec,
+    client: ClientStore,
+    probe: ProbeStore,
+    meter: CostMeter,
+    sessions: list[UUID],
+    procs: list[subprocess.Popen[bytes]],
+    progress: Progress,
+) -> tuple[Window | None, int]:
+    """Fill every slot with a turn waiting in its tool; the CPU window while all
+    of them wait (None when one ended inside it), and how many were queued."""
+    held = sessions[: spec.total_slots]
+    await burst(client, held, {"min_wait_ms": HOLD_WAIT_MS}, "hold")
+    await _until_running(probe, len(held), burst_deadline(spec))
+    start = meter.read()
+    await asyncio.sleep(HOLD_WINDOW_S)
+    window = Window(start, meter.read())
+    still = (await probe.turns_progress()).running_sessions
+    await until_finished(
+        probe,
+        target=2 * spec.sessions + len(held),
+        offset=2 * spec.sessions,
+        deadline=burst_deadline(spec) + HOLD_WAIT_MS / 1000,
+        phase="hold",
+        progress=progress,
+        procs=procs,
+    )
+    return (window if still >= len(held) else None), len(held)
+
+
+async def until_registered(probe: ProbeStore, workers: int, deadline: float) -> None:
     # Other processes register themselves: the table is the only signal to poll.
     while await probe.workers_running() < workers:
         if time.monotonic() > deadline:
             raise TimeoutError(f"only some of {workers} workers registered in time")
         await asyncio.sleep(_POLL_S)
+
+
+def _costs(
+    spec: CaseSpec,
+    report: CaseReport,
+    warm: Window,
+    idle: Window,
+    hold: Window | None,
+    held: int,
+    loadavg: list[float],
+) -> Costs | None:
+    if report.warm is None:
+        return None
+    return costs(
+        workers=spec.workers,
+        turns=report.warm.turns,
+        turns_per_s=report.warm.turns_per_s,
+        warm=warm,
+        idle=idle,
+        hold=hold,
+        hold_busy_slots=held or None,
+        load_average=loadavg,
+    )
 
 
 async def _measure(
@@ -218,6 +300,8 @@ async def _measure(
     client = ClientStore(config, pool)
     probe = ProbeStore(config, pool)
     sampler = Sampler(probe, database.memory_peak_mib, database.oom_kills)
+    meter = CostMeter(database.postmaster_pid)
+    loadavg = load_average()
     procs: list[subprocess.Popen[bytes]] = []
     try:
         sessions = [await client.sessions_create() for _ in range(spec.sessions)]
@@ -228,6 +312,7 @@ async def _measure(
             "STINT_WORKSPACE": str(workspace),
             **work.env,
         }
+        meter.leave_out(await probe.backend_pids(application=ROLE_CLI))
         sampler.start()
         cpu_before = _children_cpu_seconds()
         procs = [
@@ -240,6 +325,7 @@ async def _measure(
             for i in range(spec.workers)
         ]
         sampler.track(procs)
+        meter.track([p.pid for p in procs])
         await burst(client, sessions, work.turn_input, "cold")
         await until_finished(
             probe,
@@ -250,7 +336,8 @@ async def _measure(
             progress=progress,
             procs=procs,
         )
-        await _until_registered(probe, spec.workers, burst_deadline(spec))
+        await until_registered(probe, spec.workers, burst_deadline(spec))
+        warm_start = meter.read()
         await burst(client, sessions, work.turn_input, "warm")
         await until_finished(
             probe,
@@ -261,6 +348,12 @@ async def _measure(
             progress=progress,
             procs=procs,
         )
+        warm = Window(warm_start, meter.read())
+        await asyncio.sleep(IDLE_S)
+        idle = Window(warm.end, meter.read())
+        hold, held = (None, 0)
+        if spec.harness == "scripted":
+            hold, held = await _hold(spec, client, probe, meter, sessions, procs, progress)
         drain, report.worker_exit_codes = _stop_and_time_drain(procs)
         report.idle_drain_s = round(drain, 3)
         samples = await sampler.stop()
@@ -268,11 +361,21 @@ async def _measure(
             samples, worker_cpu_seconds=round(_children_cpu_seconds() - cpu_before, 3)
         )
         timings = sorted(await probe.turns_timings(), key=lambda t: t.enqueued_at)
-        report.cold = phase_figures(spec, timings[: spec.sessions])
-        report.warm = phase_figures(spec, timings[spec.sessions :])
-        report.timeline = timeline(timings[spec.sessions :])
+        n = spec.sessions
+        report.cold = phase_figures(spec, timings[:n])
+        report.warm = phase_figures(spec, timings[n : 2 * n])
+        report.timeline = timeline(timings[n : 2 * n])
+        report.costs = _costs(spec, report, warm, idle, hold, held, loadavg)
         invariants = await run_checks(pool, journals=workspace / "journals", faults={})
-        load = _load_checks(spec, report, max_concurrent_turns(timings), [p.pid for p in procs])
+        hold_turns = timings[2 * n :]
+        succeeded = sum(1 for t in hold_turns if t.status == "succeeded")
+        load = _load_checks(
+            spec,
+            report,
+            max_concurrent_turns(timings),
+            [p.pid for p in procs],
+            (held, succeeded),
+        )
         extra = work.checks(spec, len(timings))
         report.checks = [asdict(c) for c in [*invariants.checks, *load, *extra]]
     finally:

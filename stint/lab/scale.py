@@ -29,6 +29,7 @@ from typing import Any
 
 import psutil
 
+from stint.lab.arrivals import evenly, produce
 from stint.lab.processes import spawn_worker, stop_workers
 from stint.lab.runner import WORKER_SETTINGS
 from stint.lab.server_cpu import pg_cpu_seconds
@@ -171,38 +172,12 @@ class ScaleDriver:
         return round(stats["turns_claim"].mean_ms, 3) if "turns_claim" in stats else None
 
     async def _produce(self, sessions: list[Any]) -> None:
-        """Enqueue at a steady rate, round robin over the sessions, with up to
-        ``_PRODUCER_CONCURRENCY`` enqueues in flight: one producer waiting for each
-        enqueue's transaction (several statements on a busy server) could not
-        offer the plan's rate, and the soak would measure the producer."""
-        started = time.monotonic()
-        slots = asyncio.Semaphore(_PRODUCER_CONCURRENCY)
-        pending: set[asyncio.Task[None]] = set()
-        failures: list[BaseException] = []
-
-        def done(task: asyncio.Task[None]) -> None:
-            pending.discard(task)
-            slots.release()
-            if not task.cancelled() and task.exception() is not None:
-                failures.append(task.exception())  # type: ignore[arg-type]
-
-        try:
-            for n in range(self.plan.turns):
-                due = started + n / self.plan.rate
-                delay = due - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                await slots.acquire()
-                if failures:
-                    raise RuntimeError("an enqueue failed") from failures[0]
-                task = asyncio.create_task(self._enqueue(sessions[n % len(sessions)], n))
-                pending.add(task)
-                task.add_done_callback(done)
-            while pending:
-                await asyncio.gather(*pending)
-        finally:
-            for task in pending:
-                task.cancel()
+        """Enqueue at a steady rate, round robin over the sessions (``arrivals``)."""
+        await produce(
+            evenly(self.plan.rate, self.plan.turns),
+            lambda n: self._enqueue(sessions[n % len(sessions)], n),
+            concurrency=_PRODUCER_CONCURRENCY,
+        )
 
     async def _enqueue(self, session: Any, n: int) -> None:
         while True:

@@ -60,7 +60,7 @@ from stint.ops.inputs import (
 )
 from stint.ops.quota_cli import add_quota_parser
 from stint.ops.show import session_json, turn_of_session_json
-from stint.ops.sizing import measured_profile, render_sizing, size
+from stint.ops.size_cli import add_size_parser
 from stint.ops.status import render_status
 from stint.store.admission import AdmissionStore
 from stint.store.client import ClientStore
@@ -416,39 +416,6 @@ def cmd_api(settings: Settings, args: argparse.Namespace) -> int:
     return serve(settings)
 
 
-def _load_matrix(path: Path) -> dict[str, Any]:
-    try:
-        matrix = json.loads(path.read_text())
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise UsageError(f"{path} is not JSON") from None
-    if not isinstance(matrix, dict) or not isinstance(matrix.get("summary"), list):
-        raise UsageError(f"{path} is not a load-test matrix report (no summary)")
-    return matrix
-
-
-async def cmd_size(settings: Settings, args: argparse.Namespace) -> int:
-    """Arithmetic on a matrix.json only: never resolves or opens a database."""
-    matrix = _load_matrix(args.report)
-    stored = matrix.get("sizing")
-    try:
-        profile = stored if isinstance(stored, dict) else measured_profile(matrix["summary"])
-        sizing = size(
-            profile,
-            rate=args.rate,
-            turn_seconds=args.turn_seconds,
-            headroom=args.headroom,
-            slots_per_worker=args.slots_per_worker,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    except (KeyError, TypeError) as exc:
-        raise UsageError(f"{args.report} is not a load-test matrix report ({exc!r})") from None
-    print(json.dumps(sizing.as_json(), indent=2) if args.json else render_sizing(sizing))
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="stint",
@@ -596,29 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_setting(p, "--port", "api_port", type=int, metavar="PORT")
     p.set_defaults(run=cmd_api, blocking=True)
 
-    p = sub.add_parser(
-        "size", help="workers x slots for a workload, from a load-test matrix.json (no database)"
-    )
-    p.add_argument("--report", type=Path, required=True, metavar="FILE", help="the matrix.json")
-    p.add_argument(
-        "--rate", type=float, required=True, metavar="R", help="turns arriving per second"
-    )
-    p.add_argument(
-        "--turn-seconds",
-        type=float,
-        required=True,
-        metavar="T",
-        help="average seconds a turn is active",
-    )
-    p.add_argument("--headroom", type=float, default=0.3, metavar="H", help="0..10 (0.3)")
-    p.add_argument(
-        "--slots-per-worker",
-        type=int,
-        metavar="S",
-        help="default: the measured configuration with the best efficiency",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.set_defaults(run=cmd_size)
+    add_size_parser(sub)
     parser.epilog = exit_codes_epilog(
         COMMON,
         heading="exit codes of every command:",

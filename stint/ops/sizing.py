@@ -1,241 +1,435 @@
-"""Turn a load-test matrix into a starting deployment size: workers x slots.
+"""Size a deployment from measured costs: how many workers, how many slots each.
 
-Operators size from *measured* figures, so everything here comes from the
-matrix summary rows and says so when a figure was not measured (None, never a
-made-up zero). The rule is first-order queueing arithmetic: busy slots ≈
-arrival rate x active-turn seconds, plus headroom, divided by how close the
-measured configuration came to its physical limit. It is a starting point for
-an experiment, not a capacity promise. Pure computation: no I/O.
+The model (docs/guide/sizing.md says it in words):
+
+1. Slots: busy slots = rate x active turn seconds (Little's law), plus room by
+   the larger of headroom and queueing (``stint.ops.sizing_slots``).
+2. A worker's CPU, in ms per second, with one worker lost (the survivors carry
+   everything): its background (the larger of idle, polling for work, and
+   busy, every slot waiting) + its turns per second x CPU per turn + its busy
+   slots x CPU per slot-second of waiting (never below zero). It must stay
+   within ``cpu_target`` of the worker's CPU budget.
+3. A worker's memory: base RSS + slots x RSS per slot, within its budget.
+4. Connections: workers x connections per worker; PostgreSQL's CPU: rate x its
+   CPU per turn + the workers' idle polling.
+5. Workers: the fewest N such that N - spare workers carry the slots needed
+   with at most ``max_slots_per_worker`` each, within both budgets; slots per
+   worker = ceil(slots needed / (N - spare)). The other options shown divide
+   the same slots into smaller workers (less lost per crash, more processes).
+
+Every cost is a measured range (``stint.ops.sizing_costs``). The answer is
+computed at the top of every range, then recomputed with each figure at the
+bottom of its range, and with all of them there: when any of those answers
+differs, the output names the deciding figure instead of claiming stability.
+Pure computation: no I/O.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-__all__ = ["Sizing", "measured_profile", "render_sizing", "size"]
+from stint.ops.sizing_costs import CostModel, CostPoint, SizingError
+from stint.ops.sizing_slots import SlotsNeeded, ceil_exact, erlang_c, slots_needed
 
-_MAX_HEADROOM = 10.0
-_X = "\N{MULTIPLICATION SIGN}"
-# rate x seconds x (1 + headroom) is float arithmetic: 1 x 10 x 1.3 is 13.000000000000002,
-# and ceil() of that must still be 13, so products are rounded this far before ceil().
-_DECIMALS = 9
+__all__ = [
+    "Budget",
+    "Option",
+    "Sizing",
+    "Stability",
+    "Workload",
+    "size",
+]
 
-
-def _values(rows: list[dict[str, Any]], pick: Callable[[dict[str, Any]], Any]) -> list[float]:
-    """The non-null numbers ``pick(row)`` yields across rows (pick may return None)."""
-    found = (pick(row) for row in rows)
-    return [float(v) for v in found if v is not None]
-
-
-def _warm(row: dict[str, Any], key: str, end: int) -> Any:
-    """One end (0 = min, 1 = max) of a warm-phase range, or None when not measured."""
-    span = (row.get("warm") or {}).get(key)
-    return span[end] if span else None
-
-
-def _efficiency(row: dict[str, Any]) -> float | None:
-    """Lowest observed warm turns/s over the group's physical limit; None unless positive."""
-    low = _warm(row, "turns_per_s", 0)
-    limit = row.get("physical_limit_turns_per_s")
-    if low is None or not limit or low <= 0:
-        return None
-    return min(1.0, float(low) / float(limit))
+_STEPS = (256, 128, 64, 32, 16, 8, 4)
+"""Slot counts the alternatives divide the same slots into (fewer than 4 per worker
+buys little blast radius for a process each)."""
+_ALTERNATIVES = 4
+_MAX_SPARE = 10
+_MAX_SLOTS = 256  # the worker's own bound on --slots
 
 
-def measured_profile(summary: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per slots-per-worker figures a sizing can use, from ``matrix.json`` summary rows.
+@dataclass(frozen=True)
+class Workload:
+    """What the user runs: the arrival rate and how long a turn holds a slot."""
 
-    ``efficiency`` is conservative on purpose: the *lowest* warm turns/s over physical
-    limit seen at that slots-per-worker (any group, any repetition), capped at 1, so
-    a lucky repetition does not shrink the deployment. ``best_warm_fraction_of_limit``
-    is reported alongside so the spread is visible.
-    """
-    by_slots: dict[int, list[dict[str, Any]]] = {}
-    for index, row in enumerate(summary):
-        slots = row.get("slots") if isinstance(row, dict) else None
-        if not isinstance(slots, int) or slots < 1:
-            raise ValueError(f"summary row {index} has no slots-per-worker count")
-        by_slots.setdefault(slots, []).append(row)
-    configurations = []
-    for slots, rows in sorted(by_slots.items()):
-        rss = _values(rows, lambda r: r.get("peak_rss_mib_per_worker_max"))
-        connections = _values(rows, lambda r: r.get("db_connections_per_worker_max"))
-        fractions = _values(rows, lambda r: _warm(r, "fraction_of_limit", 1))
-        efficiencies = _values(rows, _efficiency)
-        configurations.append(
-            {
-                "slots_per_worker": slots,
-                "groups": len(rows),
-                "workers_measured": sorted({int(r["workers"]) for r in rows}),
-                "peak_rss_mib_per_worker": max(rss) if rss else None,
-                "db_connections_per_worker": max(connections) if connections else None,
-                "best_warm_fraction_of_limit": max(fractions) if fractions else None,
-                "efficiency": min(efficiencies) if efficiencies else None,
-                "all_checks_passed": all(bool(r.get("all_checks_passed")) for r in rows),
-            }
-        )
-    return {"configurations": configurations}
+    rate: float
+    turn_seconds: float
+    headroom: float = 0.3
+    wait_target: float = 0.01
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one worker may use, and the rules of the deployment around it."""
+
+    worker_cpu: float = 1.0
+    cpu_target: float = 0.5
+    worker_memory_mib: float = 128.0
+    max_slots_per_worker: int | None = None
+    """None: the most slots per worker the report measured."""
+    spare_workers: int = 1
+    slots_per_worker: int | None = None
+    """Set: size with exactly this many slots per worker instead of choosing."""
+    lease_seconds: float = 30.0
+    drain_seconds: float = 30.0
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way to deploy the slots: N workers x S slots, and what it costs."""
+
+    workers: int
+    slots_per_worker: int
+    total_slots: int
+    slots_after_one_lost: int
+    memory_mib_per_worker: float
+    memory_mib: float
+    db_connections: int
+    worker_cpu_ms_per_s: float
+    """One worker's CPU with one worker lost (its share of the load at its largest)."""
+    worker_cpu_share_of_budget: float
+    postgres_cpu_cores: float | None
+    wait_probability: float
+    """Erlang C: the share of turns that would wait for a slot, all workers up."""
+    crash_sessions: int
+    """Sessions a crashed worker held on average: they resume after their lease."""
+    drain_turns: int
+    """Turns a draining worker finishes (or hands back past the drain budget)."""
+    fits: bool
+    why_not: list[str] = field(default_factory=list)
+    recommended: bool = False
+
+    @property
+    def shape(self) -> str:
+        return f"{self.workers} x {self.slots_per_worker}"
+
+
+@dataclass(frozen=True)
+class Stability:
+    """Whether the recommendation survives every figure moving within its range."""
+
+    stable: bool
+    checked: list[str]
+    deciding: list[dict[str, Any]]
+    """Each figure whose low end changes the answer: its name, value and that answer."""
 
 
 @dataclass(frozen=True)
 class Sizing:
-    """A starting size for one workload, with the assumptions that produced it."""
+    """A deployment size for one workload: the options, the pick and why."""
 
-    rate: float
-    turn_seconds: float
-    headroom: float
-    slots_per_worker: int
-    efficiency: float
-    required_slots: int
-    workers: int
-    total_slots: int
-    peak_rss_mib_per_worker: float | None
-    memory_mib: int | None
-    db_connections_per_worker: float | None
-    db_connections: int | None
-    notes: list[str] = field(default_factory=list)
+    workload: Workload
+    budget: Budget
+    max_slots_per_worker: int
+    slots: SlotsNeeded
+    recommended: Option | None
+    rule: str
+    options: list[Option]
+    stability: Stability
+    costs: dict[str, Any]
+    notes: list[str]
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "workload": asdict(self.workload),
+            "budget": {**asdict(self.budget), "max_slots_per_worker": self.max_slots_per_worker},
+            "slots": self.slots.as_json(),
+            "recommended": None if self.recommended is None else _option_json(self.recommended),
+            "rule": self.rule,
+            "options": [_option_json(o) for o in self.options],
+            "stability": asdict(self.stability),
+            "costs": self.costs,
+            "notes": self.notes,
+        }
 
 
-def _check_inputs(rate: float, turn_seconds: float, headroom: float, spw: int | None) -> None:
-    if not (math.isfinite(rate) and rate > 0):
-        raise ValueError(f"rate must be a positive number of turns per second, not {rate}")
-    if not (math.isfinite(turn_seconds) and turn_seconds > 0):
-        raise ValueError(f"turn seconds must be a positive number, not {turn_seconds}")
-    if not (0 <= headroom <= _MAX_HEADROOM):
-        raise ValueError(f"headroom must be between 0 and {_MAX_HEADROOM:g}, not {headroom}")
-    if spw is not None and spw < 1:
-        raise ValueError(f"slots per worker must be at least 1, not {spw}")
+def _option_json(option: Option) -> dict[str, Any]:
+    return {"shape": option.shape, **asdict(option)}
 
 
-def _configurations(profile: dict[str, Any]) -> list[dict[str, Any]]:
-    found = profile.get("configurations")
-    if not isinstance(found, list) or not all(isinstance(c, dict) for c in found):
-        raise ValueError("the sizing profile has no list of measured configurations")
+def _check(workload: Workload, budget: Budget, model: CostModel) -> int:
+    """Refuse inputs the arithmetic cannot mean; the slots-per-worker cap in force."""
+    for name, value in (("rate", workload.rate), ("turn seconds", workload.turn_seconds)):
+        if not (math.isfinite(value) and value > 0):
+            raise SizingError(f"{name} must be a positive number, not {value}")
+    if not (0 <= workload.headroom <= 10):
+        raise SizingError(f"headroom must be between 0 and 10, not {workload.headroom}")
+    if not (0 < workload.wait_target < 1):
+        raise SizingError(f"wait target must be between 0 and 1, not {workload.wait_target}")
+    if not (math.isfinite(budget.worker_cpu) and 0 < budget.worker_cpu <= 1024):
+        raise SizingError(f"worker CPU must be between 0 and 1024 cores, not {budget.worker_cpu}")
+    if not (0 < budget.cpu_target <= 1):
+        raise SizingError(f"CPU target must be above 0 and at most 1, not {budget.cpu_target}")
+    if not (math.isfinite(budget.worker_memory_mib) and budget.worker_memory_mib > 0):
+        raise SizingError(
+            f"worker memory must be a positive number of MiB, not {budget.worker_memory_mib}"
+        )
+    if not (0 <= budget.spare_workers <= _MAX_SPARE):
+        raise SizingError(
+            f"spare workers must be between 0 and {_MAX_SPARE}, not {budget.spare_workers}"
+        )
+    for name, seconds in (("lease", budget.lease_seconds), ("drain", budget.drain_seconds)):
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise SizingError(f"{name} seconds must be zero or more, not {seconds}")
+    for name, slots in (
+        ("slots per worker", budget.slots_per_worker),
+        ("max slots per worker", budget.max_slots_per_worker),
+    ):
+        if slots is not None and not (1 <= slots <= _MAX_SLOTS):
+            raise SizingError(f"{name} must be between 1 and {_MAX_SLOTS}, not {slots}")
+    cap = budget.max_slots_per_worker or model.max_slots_measured
+    if budget.slots_per_worker is not None:
+        cap = max(cap, budget.slots_per_worker)
+    return cap
+
+
+def _option(
+    workers: int,
+    spw: int,
+    *,
+    workload: Workload,
+    budget: Budget,
+    cap: int,
+    costs: CostPoint,
+) -> Option:
+    """The figures of N workers x S slots, at one point of the cost ranges."""
+    survivors = max(1, workers - budget.spare_workers)
+    busy = workload.rate * workload.turn_seconds
+    busy_per_worker = busy / survivors
+    background = max(costs.idle_worker_cpu_ms_per_s, costs.busy_worker_cpu_ms_per_s or 0.0)
+    waiting = max(0.0, costs.wait_worker_cpu_ms_per_slot_s or 0.0)
+    cpu = (
+        background
+        + workload.rate / survivors * costs.worker_cpu_ms_per_turn
+        + min(busy_per_worker, spw) * waiting
+    )
+    share = cpu / (1000 * budget.worker_cpu)
+    memory = costs.rss_mib_base + spw * costs.rss_mib_per_slot
+    postgres = None
+    if costs.pg_cpu_ms_per_turn is not None:
+        polling = workers * (costs.idle_pg_cpu_ms_per_s or 0.0)
+        postgres = (workload.rate * costs.pg_cpu_ms_per_turn + polling) / 1000
+    why_not = []
+    if spw > cap:
+        why_not.append(f"{spw} slots per worker is above the cap of {cap}")
+    if share > budget.cpu_target:
+        why_not.append(
+            f"a worker would use {share:.0%} of its {budget.worker_cpu:g} CPU, above the "
+            f"{budget.cpu_target:.0%} target"
+        )
+    if memory > budget.worker_memory_mib:
+        why_not.append(
+            f"a worker would need {memory:.0f} MiB, above its {budget.worker_memory_mib:g} MiB"
+        )
+    total = workers * spw
+    return Option(
+        workers=workers,
+        slots_per_worker=spw,
+        total_slots=total,
+        slots_after_one_lost=(workers - 1) * spw,
+        memory_mib_per_worker=round(memory, 1),
+        memory_mib=round(workers * memory, 1),
+        db_connections=ceil_exact(workers * costs.db_connections_per_worker),
+        worker_cpu_ms_per_s=round(cpu, 2),
+        worker_cpu_share_of_budget=round(share, 4),
+        postgres_cpu_cores=None if postgres is None else round(postgres, 3),
+        wait_probability=round(erlang_c(total, busy), 6),
+        crash_sessions=min(spw, math.ceil(busy / workers)),
+        drain_turns=min(spw, math.ceil(busy / workers)),
+        fits=not why_not,
+        why_not=why_not,
+    )
+
+
+def _candidates(needed: int, budget: Budget, cap: int) -> list[tuple[int, int]]:
+    """(workers, slots per worker) from the fewest workers up: each worker count with
+    the fewest slots per worker that still carry ``needed`` with the spares lost."""
+    spare = budget.spare_workers
+    if budget.slots_per_worker is not None:
+        spw = budget.slots_per_worker
+        return [(math.ceil(needed / spw) + spare, spw)]
+    found = []
+    previous = None
+    for carrying in range(max(1, math.ceil(needed / cap)), needed + 1):
+        spw = math.ceil(needed / carrying)
+        if spw != previous:
+            found.append((carrying + spare, spw))
+            previous = spw
+        if spw == 1:
+            break
     return found
 
 
-_EFFICIENCY_SLACK = 0.1
+def _pick(
+    needed: int, workload: Workload, budget: Budget, cap: int, costs: CostPoint
+) -> Option | None:
+    """The first candidate that fits: the fewest workers within both budgets."""
+    for workers, spw in _candidates(needed, budget, cap):
+        option = _option(workers, spw, workload=workload, budget=budget, cap=cap, costs=costs)
+        if option.fits:
+            return option
+    return None
 
 
-def _preferred(configurations: list[dict[str, Any]]) -> dict[str, Any]:
-    """The most slots per worker among the configurations that passed their checks and
-    whose efficiency is within 0.1 of the best: fewer processes cost less memory and
-    fewer connections, and the sizing already divides by the measured efficiency."""
-    if not configurations:
-        raise ValueError("the report measured no configuration; pass slots per worker explicitly")
-    passed = [c for c in configurations if c.get("all_checks_passed")] or configurations
-    measured = [c for c in passed if c.get("efficiency") is not None]
-    if measured:
-        best = max(float(c["efficiency"]) for c in measured)
-        passed = [c for c in measured if float(c["efficiency"]) >= best - _EFFICIENCY_SLACK]
-    return max(passed, key=lambda c: int(c["slots_per_worker"]))
+def _alternatives(
+    chosen: Option | None,
+    needed: int,
+    workload: Workload,
+    budget: Budget,
+    cap: int,
+    costs: CostPoint,
+) -> list[Option]:
+    """The same slots in smaller workers, at the usual slot counts below the pick's."""
+    top = chosen.slots_per_worker if chosen else cap + 1
+    found: list[Option] = []
+    for spw in _STEPS:
+        if spw >= top or spw > cap or len(found) == _ALTERNATIVES:
+            continue
+        workers = math.ceil(needed / spw) + budget.spare_workers
+        found.append(_option(workers, spw, workload=workload, budget=budget, cap=cap, costs=costs))
+    return found
 
 
-def _ceil(value: float) -> int:
-    return math.ceil(round(value, _DECIMALS))
+def _shape(option: Option | None) -> str:
+    return "nothing fits" if option is None else option.shape
 
 
-def size(
-    profile: dict[str, Any],
-    *,
-    rate: float,
-    turn_seconds: float,
-    headroom: float = 0.3,
-    slots_per_worker: int | None = None,
-) -> Sizing:
-    """Workers x slots for ``rate`` turns/s each busy for ``turn_seconds``, from measurements."""
-    _check_inputs(rate, turn_seconds, headroom, slots_per_worker)
-    configurations = _configurations(profile)
-    notes: list[str] = []
-    if slots_per_worker is None:
-        measured = _preferred(configurations)
-        spw = int(measured["slots_per_worker"])
-        notes.append(
-            f"{spw} slots per worker: the most slots per worker measured whose efficiency is "
-            f"within {_EFFICIENCY_SLACK} of the best (--slots-per-worker overrides)"
+def _stability(model: CostModel, chosen: Option | None, pick: Any) -> Stability:
+    """Recompute the pick with each measured figure at the low end of its range
+    (the rest at the top), then with all of them low."""
+    checked, deciding = [], []
+    for name, measured in model.figures.items():
+        if measured is None or measured.low == measured.high:
+            continue
+        checked.append(name)
+        other = pick(model.point("high", **{name: measured.low}))
+        if _shape(other) != _shape(chosen):
+            deciding.append({"figure": name, "at": measured.low, "recommended": _shape(other)})
+    lowest = pick(model.point("low"))
+    if _shape(lowest) != _shape(chosen) and not deciding:
+        deciding.append(
+            {"figure": "all figures at once", "at": None, "recommended": _shape(lowest)}
         )
-    else:
-        spw = slots_per_worker
-        measured = next((c for c in configurations if c.get("slots_per_worker") == spw), {})
-        if not measured:
-            notes.append(f"{spw} slots per worker was not measured by this report")
-    if not measured.get("all_checks_passed", True):
-        notes.append(
-            f"some cases at {spw} slots per worker failed checks: treat figures as suspect"
-        )
+    return Stability(stable=not deciding, checked=checked, deciding=deciding)
 
-    efficiency = measured.get("efficiency")
-    if efficiency is None:
-        efficiency = 1.0
-        notes.append("efficiency not measured: assumed 1 (every slot busy back to back)")
-    efficiency = min(1.0, float(efficiency))
-    required = _ceil(rate * turn_seconds * (1 + headroom) / efficiency)
-    workers = math.ceil(required / spw)
 
-    rss = measured.get("peak_rss_mib_per_worker")
-    connections = measured.get("db_connections_per_worker")
-    if rss is None:
-        notes.append("worker memory not measured: no memory figure")
-    else:
-        notes.append(
-            "memory is the load fixture's sampled peak RSS per worker (shared mappings "
-            "included); measure with real histories and set limits above it"
+def _rule(slots: SlotsNeeded, budget: Budget, cap: int, chosen: Option | None) -> str:
+    if budget.slots_per_worker is not None:
+        return (
+            f"{budget.slots_per_worker} slots per worker as asked (--slots-per-worker); "
+            f"workers = ceil({slots.needed} / {budget.slots_per_worker}) "
+            f"+ {budget.spare_workers} spare"
         )
-    if connections is None:
-        notes.append("database connections per worker not measured: no connection figure")
-    else:
+    lost = budget.spare_workers
+    spare = "with no worker spare" if lost == 0 else f"after losing {lost} (N+{lost})"
+    if chosen is None:
+        return f"no configuration carries {slots.needed} slots {spare} within the budgets"
+    return (
+        f"the fewest workers that still carry {slots.needed} slots {spare}, at most {cap} "
+        f"slots per worker, each within {budget.cpu_target:.0%} of {budget.worker_cpu:g} CPU and "
+        f"{budget.worker_memory_mib:g} MiB"
+    )
+
+
+def _costs_used(model: CostModel) -> dict[str, Any]:
+    return {
+        "harness": model.harness,
+        "figures": {k: (None if v is None else v.as_json()) for k, v in model.figures.items()},
+        "yours": dict(model.overridden),
+        "claim_p95_ms": None if model.claim_p95_ms is None else model.claim_p95_ms.as_json(),
+        "configurations_used": model.configurations_used,
+        "configurations_failed": model.configurations_failed,
+        "max_slots_measured": model.max_slots_measured,
+        "harness_max_slots": model.harness_max_slots,
+        "cpu_bound": [
+            {
+                **asdict(c),
+                "host_cpu_busy": None if c.host_cpu_busy is None else c.host_cpu_busy.as_json(),
+            }
+            for c in model.cpu_bound
+        ],
+        "machine_cpus": model.machine_cpus,
+        "report_generated_at": model.generated_at,
+        "report_command": model.command,
+    }
+
+
+def _notes(
+    model: CostModel, workload: Workload, budget: Budget, cap: int, chosen: Option | None
+) -> list[str]:
+    notes = []
+    if cap > model.max_slots_measured:
         notes.append(
-            "database connections exclude API, CLI, monitoring and admin connections; "
-            "leave PostgreSQL max_connections headroom above the total"
+            f"up to {cap} slots per worker: beyond the {model.max_slots_measured} the report "
+            "measured, memory and CPU are extrapolated along the measured line"
+        )
+    if chosen is not None and chosen.slots_per_worker > model.harness_max_slots:
+        notes.append(
+            f"the {model.harness} harness was measured with at most {model.harness_max_slots} "
+            f"slots per worker: its per-turn costs are taken to hold at {chosen.slots_per_worker}"
+            f" as the report measured slots up to {model.max_slots_measured} with the "
+            "scripted fixture"
+        )
+    missing = [name for name, value in model.figures.items() if value is None]
+    if missing:
+        notes.append(f"not measured by the report, counted as zero: {', '.join(missing)}")
+    if model.overridden:
+        notes.append(
+            "your figure replaces the report's worker CPU per turn; memory, connections and "
+            f"PostgreSQL's CPU stay the {model.harness} harness's: a harness with more steps "
+            "costs the database more (measure it)"
+        )
+    if chosen is not None and workload.turn_seconds > budget.drain_seconds:
+        notes.append(
+            f"turns of {workload.turn_seconds:g} s outlast the {budget.drain_seconds:g} s drain "
+            "budget: a drained worker hands its unfinished turns back, and they restart from "
+            "their last committed step (raise STINT_DRAIN_SECONDS above your turns' p99)"
         )
     notes.append(
-        "turn seconds is the average *active* turn time: parked sessions (approvals, "
-        "questions) do not hold slots, long tools do"
+        "turn seconds is the mean *active* time: a turn parked on an approval or a question "
+        "holds no slot; a long tool does"
     )
+    return notes
+
+
+def size(model: CostModel, workload: Workload, budget: Budget | None = None) -> Sizing:
+    """Options and a recommendation for ``workload`` from ``model``'s measured costs."""
+    budget = budget or Budget()
+    cap = _check(workload, budget, model)
+    try:
+        slots = slots_needed(
+            workload.rate,
+            workload.turn_seconds,
+            headroom=workload.headroom,
+            wait_target=workload.wait_target,
+        )
+    except ValueError as exc:
+        raise SizingError(str(exc)) from None
+
+    def pick(costs: CostPoint) -> Option | None:
+        return _pick(slots.needed, workload, budget, cap, costs)
+
+    top = model.point("high")
+    chosen = pick(top)
+    first: list[Option] = []
+    if chosen is not None:
+        chosen = replace(chosen, recommended=True)
+        first = [chosen]
+    elif budget.slots_per_worker is not None:  # shown with why it does not fit
+        workers, spw = _candidates(slots.needed, budget, cap)[0]
+        first = [_option(workers, spw, workload=workload, budget=budget, cap=cap, costs=top)]
+    options = [*first, *_alternatives(chosen, slots.needed, workload, budget, cap, top)]
     return Sizing(
-        rate=rate,
-        turn_seconds=turn_seconds,
-        headroom=headroom,
-        slots_per_worker=spw,
-        efficiency=efficiency,
-        required_slots=required,
-        workers=workers,
-        total_slots=workers * spw,
-        peak_rss_mib_per_worker=rss,
-        memory_mib=None if rss is None else _ceil(workers * float(rss)),
-        db_connections_per_worker=connections,
-        db_connections=None if connections is None else _ceil(workers * float(connections)),
-        notes=notes,
+        workload=workload,
+        budget=budget,
+        max_slots_per_worker=cap,
+        slots=slots,
+        recommended=chosen,
+        rule=_rule(slots, budget, cap, chosen),
+        options=options,
+        stability=_stability(model, chosen, pick),
+        costs=_costs_used(model),
+        notes=_notes(model, workload, budget, cap, chosen),
     )
-
-
-def render_sizing(s: Sizing) -> str:
-    """A few readable lines: the answer first, then how it was reached."""
-    memory = (
-        "not measured"
-        if s.memory_mib is None
-        else f"about {s.memory_mib} MiB worker RSS in total "
-        f"({s.workers} {_X} {s.peak_rss_mib_per_worker:.0f} MiB peak per worker)"
-    )
-    connections = (
-        "not measured"
-        if s.db_connections is None
-        else f"about {s.db_connections} in total "
-        f"({s.workers} {_X} {s.db_connections_per_worker:g} per worker)"
-    )
-    lines = [
-        f"Workers: {s.workers} {_X} {s.slots_per_worker} slots each ({s.total_slots} slots)",
-        f"Required active slots: {s.required_slots} = ceil({s.rate:g} turns/s {_X} "
-        f"{s.turn_seconds:g} s {_X} (1 + {s.headroom:g}) / efficiency {s.efficiency:.3f})",
-        f"Memory: {memory}",
-        f"Database connections: {connections}",
-        "Notes:",
-        *(f"- {note}" for note in s.notes),
-    ]
-    return "\n".join(lines)

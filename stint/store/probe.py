@@ -83,6 +83,11 @@ class _Count:
 
 
 @dataclass(frozen=True)
+class _Pid:
+    pid: int
+
+
+@dataclass(frozen=True)
 class _Seconds:
     seconds: float
 
@@ -226,6 +231,12 @@ class ProbeStore:
         async with guarded("connections", self._config), self._pool.connection() as conn:
             rows = await fetch_all(conn, _Connections, "connections_by_application", prefix=prefix)
         return {r.name: r.count for r in rows}
+
+    async def backend_pids(self, *, application: str) -> list[int]:
+        """Server process ids of this database's connections named ``application``."""
+        async with guarded("backend_pids", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, _Pid, "backend_pids", application=application)
+        return [r.pid for r in rows]
 
     async def turns_finished_after(self, moment: float) -> int:
         """Turns finished after ``moment`` (epoch seconds, database clock)."""

@@ -46,7 +46,12 @@ def test_agents_rows_sit_beside_the_scripted_twin_and_stay_out_of_sizing() -> No
         backend=asdict(BACKEND),
         generated_at="2026-12-01T10:00:00+00:00",
     )
-    assert matrix["sizing"] == baseline["sizing"]
+    # The agents cases are sized apart: the scripted fixture's profile is unchanged by them.
+    harnesses = matrix["sizing"]["harnesses"]
+    assert harnesses["scripted"] == baseline["sizing"]["harnesses"]["scripted"]
+    assert [c["configuration"] for c in harnesses["agents"]["configurations"]] == [
+        f"2 {_X} 4, 24 sessions, 2 {_X} 250 ms model calls"
+    ]
     text = render_markdown(matrix)
     section = text.split("### The agents harness beside the scripted fixture")[1]
     rows = [line for line in section.splitlines() if line.startswith("| scripted") or

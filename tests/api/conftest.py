@@ -63,15 +63,17 @@ def api_env(db: ScratchTarget, **extra: str) -> dict[str, str]:
     }
 
 
-async def start_api(db: ScratchTarget, log: Path, **extra: str) -> ApiServer:
+async def start_api(
+    db: ScratchTarget, log: Path, *, port: int | None = None, **extra: str
+) -> ApiServer:
     """A running API whose sessions queue up to QUEUE_LIMIT turns each (the fuzz
-    test queues many turns on few sessions)."""
+    test queues many turns on few sessions); on ``port`` when given (a restart)."""
     pool = await open_pool(db.config, ROLE_CLI, min_size=1, max_size=1)
     try:
         await set_limits(pool, db.config, {AdmissionLimit.MAX_SESSION_QUEUE: QUEUE_LIMIT})
     finally:
         await pool.close()
-    port = free_port()
+    port = port or free_port()
     server = ApiServer(spawn_api(env=api_env(db, **extra), port=port, log_path=log), port, log)
 
     async def answers() -> bool:

@@ -30,7 +30,7 @@ from tests.workers import Cluster
 # Four events of 200 KB, with the API's send buffers at 64 KiB: more than the
 # kernel holds for a connection, so the API itself would have to hold the rest.
 _TURNS = 2
-_SMALL_BUFFERS = {"STINT_API_SEND_BUFFER_BYTES": "65536"}
+_SMALL_BUFFER = "65536"  # STINT_API_SEND_BUFFER_BYTES
 
 
 async def _open_non_reader(api: ApiServer, token: str, session_id: str) -> socket.socket:
@@ -102,7 +102,7 @@ async def draining_api(db: ScratchTarget, tmp_path: Path) -> AsyncIterator[ApiSe
         db,
         tmp_path / "api.log",
         STINT_API_METRICS_PUBLIC="true",
-        **_SMALL_BUFFERS,
+        STINT_API_SEND_BUFFER_BYTES=_SMALL_BUFFER,
         STINT_API_STREAM_DRAIN_SECONDS="1",
         STINT_API_STREAM_PAGE_BYTES="65536",
     )
@@ -118,7 +118,7 @@ async def tight_api(db: ScratchTarget, tmp_path: Path) -> AsyncIterator[ApiServe
         db,
         tmp_path / "api.log",
         STINT_API_METRICS_PUBLIC="true",
-        **_SMALL_BUFFERS,
+        STINT_API_SEND_BUFFER_BYTES=_SMALL_BUFFER,
         STINT_API_STREAM_DRAIN_SECONDS="600",
         STINT_API_STREAM_PAGE_BYTES="65536",
         STINT_API_STREAM_BUDGET_BYTES="65536",

@@ -89,3 +89,21 @@ def test_console_scripts_explain_themselves(
     )
     assert result.returncode == 0, result.stderr
     assert mentions in result.stdout
+
+
+def test_the_client_without_its_extra_says_which_extra_to_install(venv: Path) -> None:
+    """The wheel's core dependencies leave out httpx: importing stint.client then
+    fails with a StintError naming the extra, not a bare ModuleNotFoundError."""
+    script = (
+        "from stint.errors import StintError\n"
+        "try:\n"
+        "    import stint.client\n"
+        "except StintError as exc:\n"
+        "    assert isinstance(exc, ImportError)\n"
+        "    print(exc)\n"
+    )
+    result = subprocess.run(
+        [str(venv / "bin/python"), "-c", script], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert "pip install 'stint[client]'" in result.stdout

@@ -17,6 +17,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 # Top to bottom: each package may import only packages below it.
 PACKAGES = [
     "lab",
+    "client",
     "ops",
     "agents",
     "api",

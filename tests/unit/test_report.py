@@ -17,11 +17,12 @@ from stint.lab.model import (
     Backend,
     CaseReport,
     CaseSpec,
+    Costs,
     PhaseFigures,
     Samples,
 )
 from stint.lab.report import build_matrix, render_markdown, write_case, write_matrix
-from stint.ops.sizing import measured_profile
+from stint.lab.sizing_profile import sizing_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -66,6 +67,22 @@ def _samples(sum_rss: float, per_worker: list[float], cpu: float, pg: float | No
     )
 
 
+def _costs(per_turn: float, *, bound: bool = False) -> Costs:
+    return Costs(
+        worker_cpu_ms_per_turn=per_turn,
+        pg_cpu_ms_per_turn=per_turn / 2,
+        idle_worker_cpu_ms_per_s=7.0,
+        idle_pg_cpu_ms_per_s=4.0,
+        busy_worker_cpu_ms_per_s=5.0,
+        wait_worker_cpu_ms_per_slot_s=-0.5,
+        hold_busy_slots=8,
+        host_cpu_busy=0.95 if bound else 0.5,
+        cpu_ceiling_turns_per_s=400.0,
+        cpu_bound=bound,
+        load_average=[1.5, 1.0, 0.5],
+    )
+
+
 def _checks(*failed: str) -> list[dict[str, Any]]:
     names = ("no_duplicate_effects", "no_lost_turns")
     return [{"name": n, "passed": n not in failed, "evidence": {}} for n in names]
@@ -79,6 +96,7 @@ def _case(
     samples: Samples | None,
     idle: float | None,
     failed: tuple[str, ...] = (),
+    costs: Costs | None = None,
 ) -> dict[str, Any]:
     limit = spec.physical_limit
     return CaseReport(
@@ -89,6 +107,7 @@ def _case(
         cold=_phase(cold[0], limit, cold[1]) if cold else None,
         warm=_phase(warm[0], limit, warm[1]) if warm else None,
         samples=samples,
+        costs=costs,
         idle_drain_s=idle,
         worker_exit_codes=[0] * spec.workers,
         checks=_checks(*failed),
@@ -104,6 +123,7 @@ def _cases() -> list[dict[str, Any]]:
             cold=(6.77, 3.5),
             samples=_samples(442.4, [220.0, 222.4], 3.88, 114.0),
             idle=0.07,
+            costs=_costs(2.5),
         ),
         _case(
             CaseSpec(1, 1, 24, 250, rep=1),
@@ -119,6 +139,7 @@ def _cases() -> list[dict[str, Any]]:
             cold=(6.98, 3.45),
             samples=_samples(449.0, [230.0, 219.0], 4.19, None),
             idle=0.51,
+            costs=_costs(3.0, bound=True),
         ),
     ]
 
@@ -170,6 +191,7 @@ def test_unmeasured_figures_stay_null() -> None:
         "fraction_of_limit": None,
         "e2e_p95_s": None,
         "handoff_p95_ms": None,
+        "claim_p95_ms": None,
     }
     assert row["cold"]["turns_per_s"] == [1.42, 1.42]
     for key in (
@@ -185,12 +207,44 @@ def test_unmeasured_figures_stay_null() -> None:
     assert (row["passed_reps"], row["all_checks_passed"]) == (0, False)
 
 
-def test_sizing_is_the_measured_profile_of_the_summary() -> None:
+def test_costs_are_ranges_over_reps_and_count_the_cpu_bound_ones() -> None:
+    row = _matrix()["summary"][1]
+    costs = row["costs"]
+    assert costs["worker_cpu_ms_per_turn"] == [2.5, 3.0]
+    assert costs["pg_cpu_ms_per_turn"] == [1.25, 1.5]
+    assert costs["wait_worker_cpu_ms_per_slot_s"] == [-0.5, -0.5]
+    assert costs["host_cpu_busy"] == [0.5, 0.95]
+    assert (costs["cpu_bound_reps"], costs["load_average_1m"]) == (1, [1.5, 1.5])
+    assert row["peak_rss_mib_per_worker"] == [222.4, 230.0]
+    assert row["db_connections_per_worker"] == [5.0, 5.0]
+    # A case that measured no costs (schema 1, or a failed case) leaves them null.
+    assert _matrix()["summary"][0]["costs"]["worker_cpu_ms_per_turn"] is None
+
+
+def test_sizing_is_the_profile_of_the_summary_from_passed_configurations() -> None:
     matrix = _matrix()
-    assert matrix["sizing"] == measured_profile(matrix["summary"])
-    four = matrix["sizing"]["configurations"][1]
-    assert four["slots_per_worker"] == 4
-    assert four["efficiency"] == pytest.approx(0.5)
+    assert matrix["sizing"] == sizing_profile(
+        matrix["summary"], environment=ENVIRONMENT, backend=asdict(BACKEND)
+    )
+    scripted = matrix["sizing"]["harnesses"]["scripted"]
+    assert [c["configuration"] for c in scripted["configurations"]] == [
+        "1 \N{MULTIPLICATION SIGN} 1, 24 sessions, 250 ms tool wait",
+        "2 \N{MULTIPLICATION SIGN} 4, 24 sessions, 250 ms tool wait",
+    ]
+    # 1 x 1 failed a check: the ranges come from 2 x 4 alone.
+    assert scripted["configurations_failed"] == [scripted["configurations"][0]["configuration"]]
+    assert scripted["costs"]["worker_cpu_ms_per_turn"] == [2.5, 3.0]
+    assert scripted["max_slots_measured"] == 4
+    assert scripted["cpu_bound"] == [
+        {
+            "configuration": "2 \N{MULTIPLICATION SIGN} 4, 24 sessions, 250 ms tool wait",
+            "reps": 1,
+            "of": 2,
+            "host_cpu_busy": [0.5, 0.95],
+        }
+    ]
+    # One slot count measured: no line to fit, so no per-slot memory to size from.
+    assert scripted["memory"] is None
 
 
 def test_markdown_has_the_seed_table_ranges_and_command() -> None:
@@ -218,7 +272,7 @@ def test_markdown_has_the_seed_table_ranges_and_command() -> None:
     assert "no_lost_turns 2/3" in text
     assert "Worker limits: unlimited" in text
     assert "cpus 1, memory 1GiB" in text
-    assert "## Sizing" in text
+    assert "## Costs for sizing" in text
     assert "(throughput.png)" in text
     assert "(cases/)" in text
     assert "not confidence intervals" in text
@@ -275,59 +329,83 @@ def _stint(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def matrix_json(tmp_path: Path) -> Path:
+    """The three cases, and a 1 x 2 that passed: two slot counts to fit memory on."""
+    two = _case(
+        CaseSpec(1, 2, 24, 250, rep=1),
+        warm=(7.5, 3.4),
+        cold=(5.0, 4.0),
+        samples=_samples(220.0, [220.0], 2.0, 100.0),
+        idle=0.1,
+        costs=_costs(2.0),
+    )
     return write_matrix(
-        tmp_path, _cases(), command=COMMAND, environment=ENVIRONMENT, backend=asdict(BACKEND)
+        tmp_path,
+        [*_cases(), two],
+        command=COMMAND,
+        environment=ENVIRONMENT,
+        backend=asdict(BACKEND),
     )
 
 
-def test_stint_size_prints_workers_and_slots(matrix_json: Path) -> None:
-    # 4 slots per worker (1 x 1 failed a check); efficiency 16/32 = 0.5:
-    # ceil(1 x 10 x 1.3 / 0.5) = 26 slots -> 7 workers x 4 slots.
-    result = _stint("size", "--report", str(matrix_json), "--rate", "1", "--turn-seconds", "10")
+def test_stint_size_prints_the_recommendation_its_rule_and_the_options(matrix_json: Path) -> None:
+    # 10 busy slots; Erlang C asks for more than 30 % headroom does. The report measured
+    # at most 4 slots per worker (the cap), and a worker of ~230 MiB needs --worker-memory-mib.
+    result = _stint(
+        "size",
+        *("--report", str(matrix_json), "--rate", "1", "--turn-seconds", "10"),
+        *("--worker-memory-mib", "512"),
+    )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[0] == (
-        "Workers: 7 \N{MULTIPLICATION SIGN} 4 slots each (28 slots)"
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(
+        "1 turns/s \N{MULTIPLICATION SIGN} 10 s = 10 busy slots (Little's law); 19 needed: "
+        "19 for at most 1% of turns to wait for a slot (Erlang C), more than the 13 with 30% "
+        "headroom."
     )
-    assert "Required active slots: 26" in result.stdout
-    assert "1610 MiB" in result.stdout  # 7 x 230 MiB
+    assert lines[2] == (
+        "Recommended: 6 workers \N{MULTIPLICATION SIGN} 4 slots (24 slots; 20 with one worker lost)"
+    )
+    assert "at most 4 slots per worker, each within 50% of 1 CPU and 512 MiB" in lines[3]
+    assert "- worker CPU: 2.00\N{EN DASH}3.00 ms per turn" in result.stdout
+    assert "was CPU-bound in 2 \N{MULTIPLICATION SIGN} 4, 24 sessions" in result.stdout
+    assert f"Report: {matrix_json}" in result.stdout
 
 
 def test_stint_size_json(matrix_json: Path) -> None:
     result = _stint(
         "size",
-        "--report",
-        str(matrix_json),
-        "--rate",
-        "2",
-        "--turn-seconds",
-        "1",
-        "--headroom",
-        "0",
-        "--slots-per-worker",
-        "1",
-        "--json",
+        *("--report", str(matrix_json), "--rate", "2", "--turn-seconds", "1"),
+        *("--slots-per-worker", "1", "--spare-workers", "0", "--json"),
     )
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
-    # 1 slot per worker was measured but never warm: efficiency assumed 1, and said so.
-    assert (answer["required_slots"], answer["workers"], answer["efficiency"]) == (2, 2, 1.0)
-    assert answer["memory_mib"] is None
-    assert any("efficiency not measured" in note for note in answer["notes"])
+    assert answer["report"] == str(matrix_json)
+    assert answer["slots"]["busy"] == 2
+    # The forced 1-slot workers do not fit the default 128 MiB: said, not recommended.
+    assert answer["recommended"] is None
+    first = answer["options"][0]
+    assert (first["slots_per_worker"], first["workers"]) == (1, answer["slots"]["needed"])
+    assert any("above its 128 MiB" in why for why in first["why_not"])
+    assert answer["costs"]["figures"]["worker_cpu_ms_per_turn"] == [2.0, 3.0]
 
 
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (None, "cannot read"),
+        (None, "no report at"),
+        ("", "cannot read"),
         ("{not json", "is not JSON"),
         ('{"cases": []}', "is not a load-test matrix report"),
+        ('{"summary": [], "sizing": {"configurations": []}}', "it predates per-turn costs"),
     ],
 )
 def test_stint_size_bad_report_exits_2_with_one_line(
     tmp_path: Path, content: str | None, message: str
 ) -> None:
     path = tmp_path / "matrix.json"
-    if content is not None:
+    if content == "":
+        path.mkdir()  # a folder: unreadable as a file
+    elif content is not None:
         path.write_text(content)
     result = _stint("size", "--report", str(path), "--rate", "1", "--turn-seconds", "1")
     assert result.returncode == 2
@@ -339,10 +417,14 @@ def test_stint_size_bad_report_exits_2_with_one_line(
 def test_stint_size_bad_numbers_exit_2(matrix_json: Path) -> None:
     result = _stint("size", "--report", str(matrix_json), "--rate", "0", "--turn-seconds", "1")
     assert result.returncode == 2
-    assert (
-        result.stderr.strip()
-        == "stint size: rate must be a positive number of turns per second, not 0.0"
+    assert result.stderr.strip() == "stint size: rate must be a positive number, not 0.0"
+    result = _stint(
+        "size",
+        *("--report", str(matrix_json), "--rate", "1", "--turn-seconds", "1"),
+        *("--cpu-per-turn-ms", "-3"),
     )
+    assert result.returncode == 2
+    assert "CPU per turn must be a positive number of ms, not -3.0" in result.stderr
 
 
 def test_a_turn_started_as_another_finished_does_not_overlap_it() -> None:

@@ -80,6 +80,13 @@ FROM sessions s
 JOIN unnest(%(session_ids)s::uuid[], %(epochs)s::bigint[]) AS held (id, epoch) ON held.id = s.id
 WHERE s.lease_epoch = held.epoch AND s.lease_owner IS NOT NULL
 
+-- name: backend_pids
+-- The server processes of this database's connections named %(application)s: the
+-- load test leaves its own probes' CPU out of what it charges to turns.
+SELECT pid
+FROM pg_stat_activity
+WHERE datname = current_database() AND application_name = %(application)s
+
 -- name: turns_finished_after
 -- Turns finished after a moment (epoch seconds): has work resumed?
 SELECT count(*) AS count FROM turns WHERE finished_at > to_timestamp(%(after)s)

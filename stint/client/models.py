@@ -1,0 +1,317 @@
+"""What the API answers and accepts, as typed models.
+
+Written by hand so each has a name and a docstring worth reading, and checked
+against ``docs/openapi.json`` by ``tests/client/test_openapi_drift.py``: a field
+added, removed, retyped or made optional on either side fails that test
+(``SCHEMAS`` names the OpenAPI component each model mirrors).
+
+Answers are read leniently so an older client keeps working against a newer
+API: unknown fields are ignored, and a status or event kind this client does
+not know stays a plain string (the known ones become the enums below, which
+are ``str`` too, so comparisons work either way).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "SCHEMAS",
+    "TERMINAL_KINDS",
+    "AnswerCreate",
+    "AnswerResult",
+    "BusyStrategy",
+    "ControlCreate",
+    "ControlResult",
+    "Event",
+    "EventKind",
+    "EventPage",
+    "Problem",
+    "Session",
+    "SessionCreate",
+    "SessionPage",
+    "SessionStatus",
+    "SignalCreate",
+    "SignalResult",
+    "Status",
+    "Turn",
+    "TurnCreate",
+    "TurnPage",
+    "TurnQueued",
+    "TurnStatus",
+]
+
+
+class SessionStatus(StrEnum):
+    """A session's state; it holds a lease exactly while ``running``."""
+
+    IDLE = "idle"
+    READY = "ready"
+    RUNNING = "running"
+    PARKED = "parked"
+    CLOSED = "closed"
+
+
+class TurnStatus(StrEnum):
+    """A turn's state; the last four are its end."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    PARKED = "parked"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL_STATUSES
+
+
+_TERMINAL_STATUSES = frozenset(
+    {TurnStatus.SUCCEEDED, TurnStatus.FAILED, TurnStatus.CANCELLED, TurnStatus.INTERRUPTED}
+)
+
+
+class BusyStrategy(StrEnum):
+    """What an enqueue does when the session already has a turn in progress."""
+
+    ENQUEUE = "enqueue"
+    REJECT = "reject"
+    INTERRUPT = "interrupt"
+
+
+class EventKind(StrEnum):
+    """An event's kind ([events reference](../../docs/reference/events.md))."""
+
+    TURN_STARTED = "turn.started"
+    TOOL_CALLED = "tool.called"
+    TOOL_RETURNED = "tool.returned"
+    MODEL_CALLED = "model.called"
+    MODEL_RETURNED = "model.returned"
+    APPROVAL_REQUESTED = "approval.requested"
+    APPROVAL_ANSWERED = "approval.answered"
+    EFFECT_UNKNOWN = "effect.unknown"
+    TURN_RELEASED = "turn.released"
+    TURN_DEFERRED = "turn.deferred"
+    MESSAGE = "message"
+    MESSAGE_DELTA = "message.delta"
+    MODEL_RETRIED = "model.retried"
+    HISTORY_TRUNCATED = "history.truncated"
+    TURN_COMPLETED = "turn.completed"
+    TURN_FAILED = "turn.failed"
+    TURN_CANCELLED = "turn.cancelled"
+    TURN_INTERRUPTED = "turn.interrupted"
+    CONTROL_REQUESTED = "control.requested"
+
+
+TERMINAL_KINDS = frozenset(
+    {
+        EventKind.TURN_COMPLETED,
+        EventKind.TURN_FAILED,
+        EventKind.TURN_CANCELLED,
+        EventKind.TURN_INTERRUPTED,
+    }
+)
+"""The kinds that end a turn: each ended turn has exactly one of them in its log."""
+
+
+def _known() -> Any:
+    """A field that is its enum when the value is a known one, else the plain string."""
+    return Field(union_mode="left_to_right")
+
+
+class _Answer(BaseModel):
+    """A model of an answer: frozen, unknown fields ignored (a newer API may add some)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Session(_Answer):
+    """A session of the key's tenant (``SessionOut``)."""
+
+    id: UUID
+    tenant: str | None
+    pin: str | None
+    status: SessionStatus | str = _known()
+    last_event_seq: int
+    queued_turns: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionPage(_Answer):
+    """Sessions newest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+
+    sessions: list[Session]
+    next_cursor: str | None
+
+
+class TurnQueued(_Answer):
+    """The answer to an enqueue: ``created`` is false when an earlier request with the
+    same idempotency key had queued this turn."""
+
+    session_id: UUID
+    turn_id: UUID
+    seq: int
+    created: bool
+
+
+class Turn(_Answer):
+    """A turn: its input, status, output or error, attempts and timing (``TurnOut``)."""
+
+    id: UUID
+    session_id: UUID
+    seq: int
+    idempotency_key: str
+    status: TurnStatus | str = _known()
+    input: Any
+    output: Any
+    error: str | None
+    reason: str | None
+    attempts: int
+    timeout_seconds: float | None
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def finished(self) -> bool:
+        """Whether the turn has ended (succeeded, failed, cancelled or interrupted)."""
+        return isinstance(self.status, TurnStatus) and self.status.terminal
+
+
+class TurnPage(_Answer):
+    """A session's turns in order; pass ``next_after_seq`` as ``after_seq`` for more."""
+
+    turns: list[Turn]
+    next_after_seq: int | None
+
+
+class ControlResult(_Answer):
+    """What a cancel or interrupt did (``ControlOut``); with ``wait=True``, ``settled``
+    says whether the active turn ended within ``wait_seconds`` and ``turn`` is it now."""
+
+    session_id: UUID
+    cancelled_queued: list[UUID]
+    active_turn: UUID | None
+    outcome: str
+    settled: bool | None = None
+    turn: Turn | None = None
+
+
+class AnswerResult(_Answer):
+    """An answer was recorded (or was already, with the same value); the turn resumes."""
+
+    session_id: UUID
+    turn_id: UUID
+    resumed: bool
+
+
+class Event(_Answer):
+    """One event of a session's log; ``seq`` is its cursor (1, 2, 3 ... with no gap)."""
+
+    session_id: UUID
+    seq: int
+    kind: EventKind | str = _known()
+    turn_id: UUID | None
+    payload: Any
+    created_at: datetime
+
+    @property
+    def ends_turn(self) -> bool:
+        """Whether this is its turn's terminal event."""
+        return self.kind in TERMINAL_KINDS
+
+
+class EventPage(_Answer):
+    """A page of events; pass ``next_after`` as ``after`` for the next one."""
+
+    events: list[Event]
+    next_after: int
+    pruned_through: int | None = None  # retention removed every seq after ``after`` up to this
+
+
+class Status(_Answer):
+    """The tenant's sessions by status and queue; the fleet's live workers and slots."""
+
+    tenant: str
+    sessions: dict[str, int]
+    queued_turns: int
+    oldest_ready_age_s: float | None
+    live_workers: int
+    live_slots: int
+
+
+class SignalResult(_Answer):
+    """The answer to a signal. Its fields are kept as the API sends them (``extra``)
+    until the route is in ``docs/openapi.json``; the drift test then asks for them
+    to be declared here."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+class Problem(_Answer):
+    """An RFC 9457 refusal, as every error of the API is sent."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+
+
+class _Request(BaseModel):
+    """A request body: the fields the route accepts, None left out when sent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionCreate(_Request):
+    pin: str | None = None
+
+
+class TurnCreate(_Request):
+    input: dict[str, Any]
+    busy: BusyStrategy = BusyStrategy.ENQUEUE
+    timeout_seconds: float | None = None
+
+
+class ControlCreate(_Request):
+    turn_id: UUID | None = None
+    reason: str = "api"
+
+
+class AnswerCreate(_Request):
+    step_key: str
+    answer: Any
+
+
+class SignalCreate(_Request):
+    """The body of ``POST /v1/sessions/{id}/signals/{name}``: the signal's payload."""
+
+    payload: Any = None
+
+
+SCHEMAS: dict[str, type[BaseModel]] = {
+    "SessionOut": Session,
+    "SessionPage": SessionPage,
+    "TurnQueued": TurnQueued,
+    "TurnOut": Turn,
+    "TurnPage": TurnPage,
+    "ControlOut": ControlResult,
+    "AnswerOut": AnswerResult,
+    "EventOut": Event,
+    "EventPage": EventPage,
+    "StatusOut": Status,
+    "Problem": Problem,
+    "SessionCreate": SessionCreate,
+    "TurnCreate": TurnCreate,
+    "ControlCreate": ControlCreate,
+    "AnswerCreate": AnswerCreate,
+}
+"""Each model and the OpenAPI component (``#/components/schemas/NAME``) it mirrors."""

@@ -1,0 +1,85 @@
+"""CPU time read from outside a process, precisely enough to divide by a few turns.
+
+psutil's ``cpu_times`` counts clock ticks (10 ms here): a 24-turn burst that costs
+70 ms of a worker's CPU would read 60 or 80 ms. The scheduler's own account,
+``/proc/PID/task/*/schedstat``, is in nanoseconds; it covers live threads only,
+so a process's reaped children (PostgreSQL's exited backends) still come from
+psutil's tick counts. The host's busy fraction says whether the machine, not
+just one process, ran out of CPU while a figure was measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+__all__ = ["HostCpu", "process_cpu_seconds", "tree_cpu_seconds"]
+
+_NS = 1e-9
+
+
+def _schedstat_seconds(pid: int) -> float | None:
+    """On-CPU seconds of every live thread of ``pid``, or None where Linux does not say."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total += int((task / "schedstat").read_text().split()[0])
+    except OSError:
+        return None
+    return total * _NS if total else None
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds ``pid`` has used so far (its live threads); None when it is gone."""
+    precise = _schedstat_seconds(pid)
+    if precise is not None:
+        return precise
+    try:
+        times = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return None
+    return float(times.user + times.system)
+
+
+def tree_cpu_seconds(root: int) -> float | None:
+    """CPU seconds of ``root``, its live children and the children it already reaped
+    (those in ticks: the kernel keeps no finer account of them). None when it is gone."""
+    try:
+        process = psutil.Process(root)
+        times = process.cpu_times()
+        children = process.children()
+    except psutil.Error:
+        return None
+    own = process_cpu_seconds(root)
+    total = float(times.children_user + times.children_system)
+    total += own if own is not None else float(times.user + times.system)
+    for child in children:
+        used = process_cpu_seconds(child.pid)  # None: exited meanwhile, in children_* next time
+        total += used or 0.0
+    return total
+
+
+@dataclass(frozen=True)
+class HostCpu:
+    """A reading of the whole machine's CPU clock (every core, every process)."""
+
+    busy: float
+    total: float
+
+    @classmethod
+    def now(cls) -> HostCpu:
+        times = psutil.cpu_times()
+        idle = float(times.idle) + float(getattr(times, "iowait", 0.0))
+        total = float(sum(times))
+        return cls(busy=total - idle, total=total)
+
+    def busy_fraction_since(self, earlier: HostCpu) -> float | None:
+        """The machine's busy share of its CPU time between two readings."""
+        elapsed = self.total - earlier.total
+        if elapsed <= 0:
+            return None
+        return max(0.0, min(1.0, (self.busy - earlier.busy) / elapsed))

@@ -17,18 +17,23 @@ from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from stint.api import events, health, metrics, sessions
+from stint.api.budget import ByteBudget
+from stint.api.busy import RequestLimit
 from stint.api.dashboard.pages import install_dashboard
+from stint.api.gate import AuthGate
 from stint.api.hub import EventHub
 from stint.api.limits import BodyLimits
 from stint.api.metrics import RequestMetrics
 from stint.api.problems import Problem, install_problem_handlers
 from stint.api.query import documented_query
 from stint.api.services import Services
+from stint.api.stream import StreamLimits
 from stint.config.settings import Settings
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_API, ROLE_API_FOLLOW, StoreConfig
 from stint.store.controls import ControlStore
 from stint.store.dashboard import DashboardStore
+from stint.store.dashboard_sessions import DashboardSessionStore
 from stint.store.keys import KeyStore
 from stint.store.pool import open_pool
 from stint.store.stats import StatsStore
@@ -67,6 +72,12 @@ def _lifespan(settings: Settings, config: StoreConfig) -> Any:
                 hub=hub,
                 dashboard=DashboardStore(config, pool),
                 stats=StatsStore(config, pool),
+                stream_limits=StreamLimits(
+                    keepalive_seconds=settings.api_keepalive_seconds,
+                    page_bytes=settings.api_stream_page_bytes,
+                    budget=ByteBudget(settings.api_stream_budget_bytes),
+                ),
+                dashboard_sessions=DashboardSessionStore(config, pool),
             )
             yield
         finally:
@@ -109,7 +120,7 @@ def create_app(settings: Settings, config: StoreConfig) -> FastAPI:
         version=package_version("stint"),
         description=_DESCRIPTION,
         lifespan=_lifespan(settings, config),
-        docs_url="/docs",
+        docs_url=None,  # no interactive docs: their script came from a CDN (issue 22)
         redoc_url=None,
     )
     strict = [Depends(documented_query)]
@@ -118,12 +129,21 @@ def create_app(settings: Settings, config: StoreConfig) -> FastAPI:
     app.include_router(events.router, tags=["events"], dependencies=strict)
     app.include_router(metrics.router)
     install_dashboard(app)
+    # No redirect to the same path with a slash added: Starlette builds that
+    # Location from the request's Host header (issue 22: Host reflection).
+    app.router.redirect_slashes = False
     install_problem_handlers(app, retry_after=settings.api_retry_after_seconds)
     app.add_middleware(
         BodyLimits,
         max_bytes=settings.api_max_body_bytes,
         max_depth=settings.max_input_depth + 1,
         form_prefix="/dashboard/",
+    )
+    app.add_middleware(AuthGate)
+    app.add_middleware(
+        RequestLimit,
+        max_requests=settings.api_max_requests,
+        retry_after=settings.api_retry_after_seconds,
     )
     app.state.metrics = ApiMetrics(lambda: _api_state(app))
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)

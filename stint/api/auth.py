@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from stint.api.gate import gated_caller
 from stint.api.problems import ApiProblem
 from stint.api.services import services
 from stint.store.keys import Caller
@@ -29,7 +30,11 @@ async def reader(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
 ) -> Caller:
-    """Any live key: the caller and its tenant."""
+    """Any live key: the caller and its tenant (verified already by ``AuthGate``,
+    before the body was read; verified here when a route is mounted without it)."""
+    gated = gated_caller(request.scope)
+    if gated is not None:
+        return gated
     if credentials is None:
         raise ApiProblem(401, "send an API key as Authorization: Bearer <key>")
     caller = await services(request).keys.keys_verify(token=credentials.credentials)

@@ -14,6 +14,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from stint.store.controls import ControlResult
+from stint.store.input_rules import PIN_PATTERN
 from stint.store.models import EnqueueResult, Event, SessionRecord, TenantStatus, TurnRecord
 from stint.store.vocabulary import BusyStrategy, EventKind, SessionStatus, TurnStatus
 
@@ -39,7 +40,7 @@ __all__ = [
 MAX_SEQ = 2**63 - 1
 """Cursors are PostgreSQL bigints; a larger one is refused as input, never sent to SQL."""
 
-_LABEL = r"^[A-Za-z0-9._:/-]{1,200}$"
+_LABEL = PIN_PATTERN  # one rule for every door: stint.store.input_rules
 
 
 class _Request(BaseModel):
@@ -229,6 +230,11 @@ class EventOut(BaseModel):
 class EventPage(BaseModel):
     events: list[EventOut]
     next_after: int = Field(description="the cursor to pass as ?after= next (the last seq seen)")
+    pruned_through: int | None = Field(
+        None,
+        description="set when events after the requested seq are gone: retention removed "
+        "every seq up to this one (the page starts after it); null when nothing is missing",
+    )
 
 
 class StatusOut(BaseModel):

@@ -1,4 +1,5 @@
-"""``stint api``: serve the app with uvicorn on uvloop and httptools, until SIGTERM.
+"""``stint api``: serve the app with uvicorn on uvloop and httptools (guarded by
+``stint.api.connections``), until SIGTERM.
 
 On SIGTERM (or Ctrl+C) uvicorn stops accepting connections; the hub then
 tells every event stream to end, so open streams close at once (their
@@ -17,7 +18,9 @@ import uvicorn
 import uvloop
 from fastapi import FastAPI
 
+from stint.api.allocator import return_large_allocations
 from stint.api.app import create_app
+from stint.api.connections import ConnectionLimits, connection_cap, guarded_protocol
 from stint.api.services import Services
 from stint.config.settings import Settings
 from stint.config.target import resolve_store_config
@@ -45,6 +48,7 @@ def _ignore(signum: int, frame: FrameType | None) -> None:
 
 
 def serve(settings: Settings) -> int:
+    return_large_allocations()
     config = resolve_store_config(settings)
     if settings.auto_migrate:
         for applied in uvloop.run(migrate(config)):
@@ -56,7 +60,15 @@ def serve(settings: Settings) -> int:
             host=settings.api_host,
             port=settings.api_port,
             loop="uvloop",
-            http="httptools",
+            http=guarded_protocol(
+                ConnectionLimits(
+                    max_header_bytes=settings.api_max_header_bytes,
+                    header_seconds=settings.api_header_seconds,
+                    max_connections=connection_cap(settings.api_max_connections),
+                    send_buffer_bytes=settings.api_send_buffer_bytes,
+                )
+            ),
+            timeout_keep_alive=settings.api_idle_seconds,
             lifespan="on",
             log_config=None,
             access_log=settings.log_level.upper() == "DEBUG",
@@ -68,6 +80,15 @@ def serve(settings: Settings) -> int:
     previous = {sig: signal.signal(sig, _ignore) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         server.run()
+    except SystemExit:
+        # uvicorn exits 3 when it cannot start (its port taken); the CLI reference
+        # (stint.ops.exit_codes) says 1 for "cannot run".
+        log.error(
+            "stint api could not start on %s port %d (taken, or a failed startup: see above)",
+            settings.api_host,
+            settings.api_port,
+        )
+        return 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from fastapi import Request
 
 from stint.api.hub import EventHub
+from stint.api.stream import StreamLimits
 from stint.config.settings import Settings
 from stint.store.client import ClientStore
 from stint.store.config import StoreConfig
 from stint.store.controls import ControlStore
 from stint.store.dashboard import DashboardStore
+from stint.store.dashboard_sessions import DashboardSessionStore
 from stint.store.keys import KeyStore
 from stint.store.pool import Pool
 from stint.store.stats import StatsStore
@@ -39,6 +41,8 @@ class Services:
     hub: EventHub
     dashboard: DashboardStore
     stats: StatsStore
+    stream_limits: StreamLimits
+    dashboard_sessions: DashboardSessionStore
 
 
 def services(request: Request) -> Services:

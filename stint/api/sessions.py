@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import json
 import uuid
 from datetime import datetime
 from typing import Annotated, Any
@@ -35,6 +34,7 @@ from stint.api.schemas import (
     TurnQueued,
 )
 from stint.api.services import Services, services
+from stint.store.input_rules import IDEMPOTENCY_KEY_PATTERN, InputTooLarge, check_value_size
 from stint.store.keys import Caller
 from stint.store.vocabulary import ControlAction, SessionStatus
 from stint.telemetry.names import SPAN_ENQUEUE
@@ -75,15 +75,11 @@ def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         raise ApiProblem(400, "cursor is not one this API gave out") from None
 
 
-def _json_size(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":")).encode())
-
-
 def _within_input_limit(svc: Services, value: Any, what: str) -> None:
-    size = _json_size(value)
-    limit = svc.settings.max_input_bytes
-    if size > limit:
-        raise ApiProblem(413, f"{what} is {size} bytes, larger than the limit {limit}")
+    try:
+        check_value_size(value, max_bytes=svc.settings.max_input_bytes, what=what)
+    except InputTooLarge as exc:
+        raise ApiProblem(413, str(exc)) from None
 
 
 @router.post(
@@ -163,7 +159,7 @@ async def enqueue_turn(
         str | None,
         Header(
             alias="Idempotency-Key",
-            pattern=r"^[!-~]{1,200}$",
+            pattern=IDEMPOTENCY_KEY_PATTERN,
             description="a retry with the same key returns the same turn (default: a new key)",
         ),
     ] = None,
@@ -264,6 +260,7 @@ async def _control(
         reason=body.reason,
         turn_id=body.turn_id,
         within_tenant=caller.tenant,
+        actor=caller.actor("api"),
     )
     if not wait or result.active_turn is None:
         return ControlOut.of(result)
@@ -325,6 +322,7 @@ async def answer(session_id: UUID, body: AnswerCreate, caller: Writer, svc: Svc)
         step_key=body.step_key,
         answer=body.answer,
         within_tenant=caller.tenant,
+        actor=caller.actor("api"),
     )
     return AnswerOut(session_id=session_id, turn_id=answered.turn_id, resumed=True)
 

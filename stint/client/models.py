@@ -107,6 +107,7 @@ class EventKind(StrEnum):
     TURN_FAILED = "turn.failed"
     TURN_CANCELLED = "turn.cancelled"
     TURN_INTERRUPTED = "turn.interrupted"
+    CONTROL_REQUESTED = "control.requested"
 
 
 TERMINAL_KINDS = frozenset(
@@ -233,6 +234,7 @@ class EventPage(_Answer):
 
     events: list[Event]
     next_after: int
+    pruned_through: int | None = None  # retention removed every seq after ``after`` up to this
 
 
 class Status(_Answer):

@@ -195,10 +195,81 @@ class Settings(BaseSettings):
         1, ge=1, le=3600, description="Retry-After sent with 429 and 503 answers"
     )
     api_max_followers: int = Field(
-        10_000, ge=1, le=1_000_000, description="event streams one API process serves at once"
+        2_000, ge=1, le=20_000, description="event streams one API process serves at once"
     )
     api_shutdown_seconds: int = Field(
         5, ge=0, le=3600, description="SIGTERM grace for open requests and streams"
+    )
+    # Connection hygiene and memory bounds of `stint api` (issue 22): each has a safe
+    # default, so an API with no proxy in front survives slow and hostile clients.
+    api_max_header_bytes: int = Field(
+        65_536,
+        ge=4096,
+        le=1_048_576,
+        description="largest request head (request line and headers) accepted; 431 beyond",
+    )
+    api_header_seconds: float = Field(
+        10.0,
+        ge=0.1,
+        le=600,
+        description="seconds a connection may take to send a request's head; 408 or close beyond",
+    )
+    api_idle_seconds: int = Field(
+        5, ge=1, le=3600, description="seconds a kept-alive connection may idle between requests"
+    )
+    api_max_connections: int = Field(
+        2_000,
+        ge=16,
+        le=100_000,
+        description="open connections one API process keeps (also capped by its file "
+        "descriptor limit); past it the oldest connection with no request in progress is closed",
+    )
+    api_max_requests: int = Field(
+        128,
+        ge=1,
+        le=10_000,
+        description="requests one API process works on at once (open event streams not "
+        "counted); 503 beyond",
+    )
+    api_stream_page_bytes: int = Field(
+        262_144,
+        ge=65_536,
+        le=67_108_864,
+        description="bytes of events one stream reads from PostgreSQL at a time",
+    )
+    api_stream_budget_bytes: int = Field(
+        16_777_216,
+        ge=65_536,
+        le=4_294_967_296,
+        description="bytes of events all of one API process's streams hold in memory at once",
+    )
+    api_send_buffer_bytes: int = Field(
+        262_144,
+        ge=0,
+        le=67_108_864,
+        description="the kernel's send buffer of each API connection (SO_SNDBUF), so a client "
+        "that stops reading holds little kernel memory and is soon found out; 0 leaves it to "
+        "the kernel, which grows it up to net.ipv4.tcp_wmem's maximum (4 MiB) per connection",
+    )
+    api_stream_drain_seconds: float = Field(
+        30.0,
+        ge=0.1,
+        le=3600,
+        description="seconds a stream's client may take to take what was sent; its stream is "
+        "then closed (it resumes by Last-Event-ID)",
+    )
+
+    dashboard_session_seconds: int = Field(
+        43_200,
+        ge=60,
+        le=2_592_000,
+        description="a dashboard sign-in lasts this long (then, or at sign-out, or when its "
+        "key is revoked, the browser signs in again)",
+    )
+    dashboard_insecure_cookie: bool = Field(
+        False,
+        description="send the dashboard's cookie over plain HTTP although the API listens "
+        "beyond loopback (it is Secure there by default: put TLS in front instead)",
     )
 
     # The agents harness (stint.agents:chat); read only when it is the harness.

@@ -12,6 +12,7 @@ command's own are data in ``stint.ops.exit_codes``, shown by its ``--help``.
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 import os
@@ -47,11 +48,12 @@ from stint.ops.exit_codes import (
     EXIT_PIPE_CLOSED,
     EXIT_REFUSED,
 )
-from stint.ops.follow import follow_events
+from stint.ops.follow import follow_events, tail_start, tell_pruned
 from stint.ops.inputs import (
     UsageError,
     check_argv,
     check_label,
+    enqueue_labels,
     parse_json,
     parse_object,
     parse_seconds,
@@ -73,6 +75,7 @@ from stint.store.errors import (
     UnknownSession,
     UnknownTurn,
 )
+from stint.store.input_rules import check_idempotency_key, check_pin, check_tenant
 from stint.store.keys import KeyStore
 from stint.store.migrate import migrate
 from stint.store.models import ApiKey
@@ -150,9 +153,9 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
         text, max_bytes=settings.max_input_bytes, max_depth=settings.max_input_depth
     )
     session_id = _parse_id(args.session) if args.session else None
-    key = check_label("--idempotency-key", args.idempotency_key)
-    tenant = check_label("--tenant", args.tenant)
-    pin = check_label("--pin", args.pin)
+    key = enqueue_labels(args.idempotency_key, check_idempotency_key, "--idempotency-key")
+    tenant = enqueue_labels(args.tenant, check_tenant, "--tenant")
+    pin = enqueue_labels(args.pin, check_pin, "--pin")
     timeout = _timeout(args.timeout) if args.timeout is not None else None
     if args.traceparent is not None and parse_traceparent(args.traceparent) is None:
         raise UsageError("--traceparent must look like 00-<32 hex>-<16 hex>-<2 hex>")
@@ -171,6 +174,8 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
             pin=pin,
             timeout_seconds=timeout,
             busy=BusyStrategy(args.busy),
+            # A session of another tenant is unknown here too, as from the API.
+            within_tenant=tenant if session_id is not None else None,
             # With a key and no session, a retry must find the session, not make another.
             session_key=key if session_id is None else None,
             traceparent=traceparent,
@@ -189,12 +194,19 @@ async def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
 
     async def tail(client: ClientStore) -> int:
         await client.session_status(session_id=session_id)  # UnknownSession: exit 2
+        after = tail_start(await client.events_bounds(session_id=session_id), args.after)
 
         def emit(event: dict[str, Any]) -> None:
             print(json.dumps(event), flush=True)
 
         await follow_events(
-            client, config, session_id=session_id, after=args.after, follow=args.follow, emit=emit
+            client,
+            config,
+            session_id=session_id,
+            after=after,
+            follow=args.follow,
+            emit=emit,
+            on_gap=tell_pruned,
         )
         return 0
 
@@ -212,6 +224,15 @@ async def _with_controls(
         await pool.close()
 
 
+def cli_actor() -> dict[str, str | bool | None]:
+    """Who acts from the command line: the OS user (the CLI holds no API key)."""
+    try:
+        user: str | None = getpass.getuser()
+    except (KeyError, OSError):
+        user = None
+    return {"door": "cli", "user": user}
+
+
 async def cmd_control(settings: Settings, args: argparse.Namespace) -> int:
     session_id = _parse_id(args.session)
     turn_id = _parse_id(args.turn, "turn") if getattr(args, "turn", None) else None
@@ -223,6 +244,7 @@ async def cmd_control(settings: Settings, args: argparse.Namespace) -> int:
             action=ControlAction(args.command),
             reason=reason,
             turn_id=turn_id,
+            actor=cli_actor(),
         )
         print(json.dumps(result.as_json()))
         return 0
@@ -239,7 +261,9 @@ async def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
     )
 
     async def record(controls: ControlStore) -> int:
-        result = await controls.answer(session_id=session_id, step_key=step_key, answer=answer)
+        result = await controls.answer(
+            session_id=session_id, step_key=step_key, answer=answer, actor=cli_actor()
+        )
         print(json.dumps(result.as_json()))
         return 0
 

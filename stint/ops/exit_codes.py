@@ -85,7 +85,7 @@ COMMANDS: Mapping[str, ExitCodes] = {
     ),
     "tail": (
         (EXIT_OK, "printed"),
-        (EXIT_BAD_INPUT, "unknown session"),
+        (EXIT_BAD_INPUT, "unknown session, or --after beyond its last event"),
         (EXIT_INTERRUPTED, "with --follow: stopped by Ctrl-C, its usual end"),
         (EXIT_PIPE_CLOSED, "the reader closed the pipe (| head); nothing on stderr"),
     ),

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
+from stint.ops.inputs import UsageError
 from stint.store.backoff import Backoff
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.errors import StoreError
 from stint.store.listen import Listener
+from stint.store.models import LogBounds
 
-__all__ = ["follow_events"]
+__all__ = ["Gap", "follow_events", "tail_start", "tell_pruned"]
 
 log = logging.getLogger("stint.follow")
 
@@ -37,11 +40,49 @@ class _Cursor:
         self.seq = seq
 
 
+def tell_pruned(after: int, pruned_through: int) -> None:
+    """The API's ``pruned`` event, for ``stint tail``: on stderr (stdout stays events)."""
+    print(
+        f"stint tail: events {after + 1}..{pruned_through} were removed by retention; "
+        f"continuing at {pruned_through + 1}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def tail_start(bounds: LogBounds | None, after: int) -> int:
+    """Where tail starts: ``after``, refused beyond the log's end (as the API's 409),
+    moved past the cut (and said so) when retention removed what follows it."""
+    if bounds is None:
+        return after
+    if after > bounds.last_event_seq:
+        raise UsageError(
+            f"--after {after} is beyond the session's last event {bounds.last_event_seq}"
+        )
+    if after < bounds.pruned_through:
+        tell_pruned(after, bounds.pruned_through)
+        return bounds.pruned_through
+    return after
+
+
+Gap = Callable[[int, int], None]
+"""Told ``(after, pruned_through)`` when retention removed events the follower had
+not printed yet: seqs ``after + 1 .. pruned_through`` are gone."""
+
+
 async def _catch_up(
-    client: ClientStore, session_id: UUID, cursor: _Cursor, emit: Callable[[dict[str, Any]], None]
+    client: ClientStore,
+    session_id: UUID,
+    cursor: _Cursor,
+    emit: Callable[[dict[str, Any]], None],
+    on_gap: Gap | None = None,
 ) -> None:
     while True:
         batch = await client.events_after(session_id=session_id, after=cursor.seq)
+        if batch and batch[0].seq > cursor.seq + 1 and on_gap is not None:
+            # The log is contiguous from its cut: a first seq past the cursor's next
+            # means retention removed the ones between (appends are serialised).
+            on_gap(cursor.seq, batch[0].seq - 1)
         for event in batch:
             emit(event.as_json())
             cursor.seq = event.seq
@@ -57,12 +98,13 @@ async def follow_events(
     after: int,
     follow: bool,
     emit: Callable[[dict[str, Any]], None],
+    on_gap: Gap | None = None,
 ) -> int:
     """Emit events with seq > after; with ``follow``, keep going until cancelled.
     Returns the last emitted seq."""
     cursor = _Cursor(after)
     if not follow:
-        await _catch_up(client, session_id, cursor, emit)
+        await _catch_up(client, session_id, cursor, emit, on_gap)
         return cursor.seq
     # Following, the first catch-up runs inside the retry loop too (after LISTEN):
     # a connection lost during it must resume like any later one, not end the follower.
@@ -74,12 +116,12 @@ async def follow_events(
                 config, channels=[config.events_channel], role=ROLE_CLI
             ) as listener:
                 backoff.reset()
-                await _catch_up(client, session_id, cursor, emit)
+                await _catch_up(client, session_id, cursor, emit, on_gap)
                 while True:
                     async for _, payload in listener.notifications(listen_seconds=_RECHECK_SECONDS):
                         if payload == wanted:
                             break
-                    await _catch_up(client, session_id, cursor, emit)
+                    await _catch_up(client, session_id, cursor, emit, on_gap)
         except StoreError as exc:
             log.warning("follow: connection lost, resuming after seq %d (%s)", cursor.seq, exc)
             await asyncio.sleep(backoff.next_delay())

@@ -9,7 +9,7 @@ only to be refused there with a raw SQLSTATE.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 from stint.errors import StintError
@@ -21,6 +21,7 @@ __all__ = [
     "UsageError",
     "check_argv",
     "check_label",
+    "enqueue_labels",
     "parse_json",
     "parse_object",
     "read_text",
@@ -54,6 +55,12 @@ def read_text(value: str, stdin: BinaryIO) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"standard input is not valid UTF-8 (byte {exc.start})") from None
+
+
+def enqueue_labels(value: str | None, rule: Callable[[str, str], str], what: str) -> str | None:
+    """A tenant, pin or idempotency key from the command line, by the rule every door
+    applies (``stint.store.input_rules``); None when it was not given."""
+    return None if value is None else rule(value, what)
 
 
 def check_label(what: str, value: str | None) -> str | None:

@@ -24,7 +24,7 @@ from psycopg.rows import TupleRow
 from stint.store.config import StoreConfig
 from stint.store.errors import AdmissionRefused, InvalidInput, QueueFull
 from stint.store.fetch import execute, fetch_all, fetch_one, fetch_optional
-from stint.store.keys import check_tenant
+from stint.store.input_rules import check_tenant
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 from stint.store.vocabulary import AdmissionLimit

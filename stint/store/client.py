@@ -29,6 +29,8 @@ from stint.store.fetch import fetch_all, fetch_one, fetch_optional
 from stint.store.models import (
     EnqueueResult,
     Event,
+    LogBounds,
+    PagedEvent,
     QuotaScope,
     SessionRecord,
     StatusSummary,
@@ -211,6 +213,8 @@ class ClientStore:
                     session_id=sid,
                     idempotency_key=idempotency_key,
                     input=payload,
+                    timeout_seconds=timeout_seconds,
+                    busy=str(busy),
                 )
                 if existing is not None:
                     if not existing.same_input:
@@ -234,6 +238,7 @@ class ClientStore:
                 input=payload,
                 timeout_seconds=timeout_seconds,
                 traceparent=traceparent,
+                busy=str(busy),
                 work_channel=self._config.work_channel,
             )
             if queued and busy is BusyStrategy.INTERRUPT:
@@ -264,6 +269,36 @@ class ClientStore:
         params = {"session_id": session_id, "after": after, "limit": limit, "tenant": tenant}
         async with guarded("events_after", self._config), self._pool.connection() as conn:
             return await fetch_all(conn, Event, "events_after", **params)
+
+    async def events_page(
+        self,
+        *,
+        session_id: UUID,
+        after: int,
+        max_bytes: int,
+        limit: int = 500,
+        tenant: str | None = None,
+    ) -> list[PagedEvent]:
+        """Events with seq > after, in order, whose payloads' JSON adds up to at most
+        ``max_bytes`` (the first always included): a stream's page, bounded in memory."""
+        params = {
+            "session_id": session_id,
+            "after": after,
+            "limit": limit,
+            "max_bytes": max_bytes,
+            "tenant": tenant,
+        }
+        async with guarded("events_page", self._config), self._pool.connection() as conn:
+            return await fetch_all(conn, PagedEvent, "events_page", **params)
+
+    async def events_bounds(
+        self, *, session_id: UUID, tenant: str | None = None
+    ) -> LogBounds | None:
+        """The session's first and last seqs, or None when it does not exist (or is
+        not ``tenant``'s)."""
+        params = {"session_id": session_id, "tenant": tenant}
+        async with guarded("events_bounds", self._config), self._pool.connection() as conn:
+            return await fetch_optional(conn, LogBounds, "events_bounds", **params)
 
     async def sessions_get(
         self, *, session_id: UUID, tenant: str | None = None

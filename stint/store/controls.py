@@ -10,6 +10,7 @@ session row lock, so cursors stay contiguous.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -25,7 +26,7 @@ from stint.store.pool import Pool
 from stint.store.translate import guarded
 from stint.store.vocabulary import ControlAction, TurnStatus
 
-__all__ = ["AnswerResult", "ControlResult", "ControlStore", "stop_active_turn"]
+__all__ = ["Actor", "AnswerResult", "ControlResult", "ControlStore", "stop_active_turn"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,15 @@ class ControlResult:
         }
 
 
+Actor = Mapping[str, str | bool | None]
+"""Who asked for a control or gave an answer: ``door`` (api, dashboard, cli) and
+the key (``key_id``, ``tenant``, ``operator``) or the OS ``user``."""
+
+
+def _actor_json(actor: Actor | None) -> Jsonb | None:
+    return None if actor is None else Jsonb(dict(actor))
+
+
 async def stop_active_turn(
     conn: AsyncConnection[TupleRow],
     config: StoreConfig,
@@ -111,8 +121,10 @@ async def stop_active_turn(
     turn_id: UUID | None,
     lease_owner: str | None,
     lease_live: bool,
+    actor: Actor | None = None,
 ) -> tuple[UUID | None, str]:
-    """Inside a transaction holding the session lock: stop its running or parked turn."""
+    """Inside a transaction holding the session lock: stop its running or parked turn.
+    ``actor`` (who asked) goes into the event that records it."""
     active = await fetch_optional(
         conn, _ActiveTurn, "controls_active_turn", session_id=session_id, turn_id=turn_id
     )
@@ -126,7 +138,9 @@ async def stop_active_turn(
             action=action,
             turn_id=active.id,
             reason=reason,
+            actor=_actor_json(actor),
             control_channel=config.control_channel,
+            events_channel=config.events_channel,
         )
         return active.id, f"requested from worker {lease_owner}"
     await execute(
@@ -137,6 +151,7 @@ async def stop_active_turn(
         status=action.turn_status,
         kind=action.event_kind,
         reason=reason,
+        actor=_actor_json(actor),
         events_channel=config.events_channel,
         work_channel=config.work_channel,
     )
@@ -171,10 +186,12 @@ class ControlStore:
         reason: str,
         turn_id: UUID | None = None,
         within_tenant: str | None = None,
+        actor: Actor | None = None,
     ) -> ControlResult:
         """``cancel``: queued turns (or ``turn_id``) directly, and the running one.
         ``interrupt``: the running turn only. With ``within_tenant``, a session of
-        another tenant is an ``UnknownSession``."""
+        another tenant is an ``UnknownSession``. ``actor`` (who asked, through which
+        door) is recorded in every event the control writes."""
         action = ControlAction(action)
         async with (
             guarded(f"control {action}", self._config),
@@ -205,6 +222,7 @@ class ControlStore:
                     session_id=session_id,
                     turn_id=turn_id,
                     reason=reason,
+                    actor=_actor_json(actor),
                     events_channel=self._config.events_channel,
                     work_channel=self._config.work_channel,
                 )
@@ -218,13 +236,20 @@ class ControlStore:
                 turn_id=turn_id,
                 lease_owner=locked.lease_owner,
                 lease_live=bool(locked.lease_live),
+                actor=actor,
             )
         if active is None and cancelled:
             outcome = f"cancelled {len(cancelled)} queued turn(s); no turn was running"
         return ControlResult(session_id, cancelled, active, outcome)
 
     async def answer(
-        self, *, session_id: UUID, step_key: str, answer: Any, within_tenant: str | None = None
+        self,
+        *,
+        session_id: UUID,
+        step_key: str,
+        answer: Any,
+        within_tenant: str | None = None,
+        actor: Actor | None = None,
     ) -> AnswerResult:
         """Record an answer; the parked turn is queued again.
 
@@ -237,6 +262,7 @@ class ControlStore:
             "session_id": session_id,
             "step_key": step_key,
             "answer": Jsonb(answer),
+            "actor": _actor_json(actor),
             "events_channel": self._config.events_channel,
             "work_channel": self._config.work_channel,
         }

@@ -104,7 +104,7 @@ class UnknownSession(InvalidInput):
 
 
 class IdempotencyConflict(InvalidInput):
-    """This idempotency key was already used with a different input; nothing was written."""
+    """This idempotency key was used with a different input, timeout or busy; nothing written."""
 
 
 class UnknownTurn(InvalidInput):

@@ -42,7 +42,14 @@ def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"number {text[:40]} is out of range")
+    if value == 0.0 and any(digit in "123456789" for digit in _mantissa(text)):
+        # 1e-400 is not 0: stored as 0.0 it would silently be another number.
+        raise ValueError(f"number {text[:40]} is too small to be told from 0")
     return value
+
+
+def _mantissa(text: str) -> str:
+    return text.lower().partition("e")[0]
 
 
 def _check_strings(value: Any, what: str) -> None:

@@ -19,25 +19,18 @@ from dataclasses import dataclass
 from stint.store.config import StoreConfig
 from stint.store.errors import InvalidInput
 from stint.store.fetch import fetch_all, fetch_one, fetch_optional
+from stint.store.input_rules import check_tenant
 from stint.store.models import ApiKey
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 
-__all__ = ["TOKEN_PREFIX", "Caller", "KeyStore", "NewApiKey", "check_tenant", "parse_token"]
+__all__ = ["TOKEN_PREFIX", "Caller", "KeyStore", "NewApiKey", "parse_token"]
 
 TOKEN_PREFIX = "stk"
-_TENANT = re.compile(r"[A-Za-z0-9._-]{1,100}")
 _TOKEN = re.compile(rf"{TOKEN_PREFIX}_(?P<id>[0-9a-f]{{16}})_(?P<secret>[A-Za-z0-9_-]{{43}})")
 # Compared against when a token names no live key, so that an unknown id costs
 # the same digest and comparison as a known one.
 _NO_KEY_DIGEST = hashlib.sha256(b"no such key").digest()
-
-
-def check_tenant(tenant: str) -> None:
-    """Refuse a tenant name that keys and admission limits cannot hold (the
-    schema's CHECKs say the same; this says it in one line before any write)."""
-    if not _TENANT.fullmatch(tenant):
-        raise InvalidInput("tenant must be 1..100 characters of letters, digits, '.', '_' or '-'")
 
 
 @dataclass(frozen=True)
@@ -51,6 +44,15 @@ class Caller:
     tenant: str
     read_only: bool
     operator: bool = False
+
+    def actor(self, door: str) -> dict[str, str | bool | None]:
+        """Who acts, as a control's or an answer's event records it."""
+        return {
+            "door": door,
+            "key_id": self.key_id,
+            "tenant": self.tenant,
+            "operator": self.operator,
+        }
 
     @property
     def scope(self) -> str | None:

@@ -33,6 +33,8 @@ __all__ = [
     "EnqueueResult",
     "Event",
     "FinishResult",
+    "LogBounds",
+    "PagedEvent",
     "ParkResult",
     "QuotaScope",
     "RenewedLease",
@@ -299,6 +301,23 @@ class TurnTiming(Row):
     status: TurnStatus
     attempts: int
     worker_id: str | None = None
+
+
+@dataclass(frozen=True)
+class PagedEvent(Event):
+    """An event of a page bounded by bytes; ``more`` on the last one says the bound
+    left events behind."""
+
+    more: bool
+
+
+@dataclass(frozen=True)
+class LogBounds:
+    """Where a session's event log starts and ends: seqs ``pruned_through + 1 ..
+    last_event_seq`` exist; retention removed the ones before."""
+
+    pruned_through: int
+    last_event_seq: int
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,17 @@ _KEYWORD_PASSWORD = re.compile(
     r"(?P<head>password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'?|\S+)", re.IGNORECASE
 )
 _QUOTED = re.compile(r'"[^"]*"')
+# An API key (stk_) or a dashboard session token (sds_): its id stays, so a log
+# line still says which; its secret goes (issue 22: the access log printed a key
+# sent in a query string verbatim).
+_TOKEN_SECRET = re.compile(r"(?P<head>\b(?:stk|sds)_[0-9a-f]{16}_)[A-Za-z0-9_-]+")
 
 
 def redact(text: str) -> str:
-    """``text`` with every password-looking part masked (URL user info, ``password=``)."""
+    """``text`` with every password-looking part masked (URL user info, ``password=``,
+    the secret of an API key or a dashboard session token)."""
     masked = _URL_PASSWORD.sub(lambda m: f"{m['head']}{REDACTED}@", text)
+    masked = _TOKEN_SECRET.sub(lambda m: f"{m['head']}{REDACTED}", masked)
     return _KEYWORD_PASSWORD.sub(lambda m: f"{m['head']}{REDACTED}", masked)
 
 

@@ -149,12 +149,22 @@ class EventKind(StrEnum):
     TURN_FAILED = "turn.failed"
     TURN_CANCELLED = "turn.cancelled"
     TURN_INTERRUPTED = "turn.interrupted"
+    CONTROL_REQUESTED = "control.requested"
 
     @property
     def terminal(self) -> bool:
         """One of the kinds that end a turn: every ended turn has exactly one."""
         return self in _TERMINAL_EVENTS
 
+
+_ACTOR = (
+    "who acted: `door` (`api`, `dashboard` or `cli`), and `key_id`, `tenant`, `operator` "
+    "for a key (the API, the dashboard) or `user` for the command line"
+)
+_ACTOR_IN_DATABASE = (
+    "when the turn was ended in the database: " + _ACTOR + " (a live worker's end follows a "
+    "`control.requested` event that names it)"
+)
 
 _TERMINAL_EVENTS = frozenset(
     {
@@ -231,7 +241,7 @@ EVENTS: Mapping[EventKind, EventDoc] = {
     EventKind.APPROVAL_ANSWERED: EventDoc(
         "client",
         "the question was answered; the turn is queued again and replays past it",
-        {"step_key": "the question's key"},
+        {"step_key": "the question's key", "actor": _ACTOR},
     ),
     EventKind.EFFECT_UNKNOWN: EventDoc(
         "worker",
@@ -306,7 +316,7 @@ EVENTS: Mapping[EventKind, EventDoc] = {
     EventKind.TURN_CANCELLED: EventDoc(
         "worker or client",
         "the turn was cancelled (by its worker, or in the database when no live worker held it)",
-        {**_TERMINAL_BY_WORKER, **_TERMINAL_BY_DATABASE},
+        {**_TERMINAL_BY_WORKER, **_TERMINAL_BY_DATABASE, "actor": _ACTOR_IN_DATABASE},
     ),
     EventKind.TURN_INTERRUPTED: EventDoc(
         "worker or client",
@@ -315,7 +325,14 @@ EVENTS: Mapping[EventKind, EventDoc] = {
             **_TERMINAL_BY_WORKER,
             "reason": _TERMINAL_BY_WORKER["reason"],
             "by": _TERMINAL_BY_DATABASE["by"],
+            "actor": _ACTOR_IN_DATABASE,
         },
+    ),
+    EventKind.CONTROL_REQUESTED: EventDoc(
+        "client",
+        "a cancel or interrupt was asked of the live worker running the turn; the turn's "
+        "end follows from that worker",
+        {"action": "`cancel` or `interrupt`", "reason": "the reason given", "actor": _ACTOR},
     ),
 }
 """Every event kind's writer, meaning and payload fields."""

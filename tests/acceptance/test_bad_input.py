@@ -85,9 +85,9 @@ ENQUEUE_CASES: dict[str, tuple[list[str | bytes], bytes | None, str]] = {
     "timeout-inf": (["--timeout", "inf", "{}"], None, "--timeout must be between"),
     "timeout-zero": (["--timeout", "0", "{}"], None, "--timeout must be between"),
     "timeout-word": (["--timeout", "soon", "{}"], None, "must be a number of seconds"),
-    "key-too-long": (["--idempotency-key", "k" * 300, "{}"], None, "more than 256"),
+    "key-too-long": (["--idempotency-key", "k" * 300, "{}"], None, "1..200 printable ASCII"),
     "key-invalid-utf8": (["--idempotency-key", b"k\xff", "{}"], None, "not valid UTF-8"),
-    "empty-tenant": (["--tenant", "", "{}"], None, "must not be empty"),
+    "empty-tenant": (["--tenant", "", "{}"], None, "tenant must be 1..100 characters"),
     "unknown-flag": (["--nope", "{}"], None, "unrecognized arguments"),
 }
 

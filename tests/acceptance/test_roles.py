@@ -21,6 +21,7 @@ from psycopg import sql
 
 from stint.lab.processes import spawn_api, spawn_worker
 from stint.store.migrate import migration_files
+from tests.dashboard.conftest import sign_in
 from tests.passwords import Login, PasswordDatabase
 from tests.polling import wait_until
 from tests.scrape import free_port
@@ -235,9 +236,7 @@ async def test_app_role_creates_keys_serves_the_api_and_samples_the_queue(
             operator = _stint(env, "keys", "create", "--operator", "--tenant", "ops")
             assert operator.returncode == 0, operator.stderr
             token = json.loads(operator.stdout)["token"]
-            signed_in = await http.post(
-                "/dashboard/login", data={"key": token, "next": "/dashboard/"}
-            )
+            signed_in = await sign_in(http, token)
             assert signed_in.status_code == 303, signed_in.text
             for page in ("overview", "workers", "sessions", f"sessions/{session_id}"):
                 answered = await http.get(f"/dashboard/{page}")

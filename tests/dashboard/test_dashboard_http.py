@@ -15,14 +15,14 @@ from stint.store.client import ClientStore
 from stint.store.keys import KeyStore, parse_token
 from stint.store.pool import Pool
 from tests.api.conftest import ApiServer
-from tests.dashboard.conftest import Tokens
+from tests.dashboard.conftest import Tokens, sign_in
 from tests.workers import fetch
 
 
 @asynccontextmanager
 async def _signed_in(server: ApiServer, token: str) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
-        answer = await client.post("/dashboard/login", data={"key": token, "next": "/dashboard/"})
+        answer = await sign_in(client, token)
         assert answer.status_code == 303, answer.text
         yield client
 
@@ -40,11 +40,9 @@ async def test_sign_in_sets_a_strict_http_only_cookie(
         first = await client.get("/dashboard/sessions")
         assert first.status_code == 303
         assert first.headers["location"] == "/dashboard/login?next=/dashboard/sessions"
-        wrong = await client.post("/dashboard/login", data={"key": "stk_nope"})
-        assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
-        right = await client.post(
-            "/dashboard/login", data={"key": tokens.acme, "next": "https://evil.example/"}
-        )
+        wrong = await sign_in(client, "stk_nope")
+        assert wrong.status_code == 401 and "stint_dashboard=" not in wrong.headers["set-cookie"]
+        right = await sign_in(client, tokens.acme, "https://evil.example/")
         assert right.status_code == 303
         assert right.headers["location"] == "/dashboard/"  # never an open redirect
         cookie = right.headers["set-cookie"].lower()

@@ -45,6 +45,7 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "quota_scopes",
         "quota_reservations",
         "admission_limits",
+        "dashboard_sessions",
     }
 
 

@@ -26,7 +26,8 @@ WITH open_question AS (
 ), log_new AS (
     SELECT %(session_id)s::uuid AS session_id, resumed.id AS turn_id,
            'approval.answered'::text AS kind,
-           jsonb_build_object('step_key', %(step_key)s::text) AS payload,
+           jsonb_build_object('step_key', %(step_key)s::text, 'actor', %(actor)s::jsonb)
+               AS payload,
            NULL::bigint AS lease_epoch, 1::bigint AS ord
     FROM resumed
 ), log_bump AS (

@@ -13,7 +13,8 @@ WITH cancelled AS (
     RETURNING id, seq
 ), log_new AS (
     SELECT %(session_id)s::uuid AS session_id, id AS turn_id, 'turn.cancelled'::text AS kind,
-           jsonb_build_object('reason', %(reason)s::text, 'was', 'queued') AS payload,
+           jsonb_build_object('reason', %(reason)s::text, 'was', 'queued',
+                              'actor', %(actor)s::jsonb) AS payload,
            NULL::bigint AS lease_epoch, row_number() OVER (ORDER BY seq) AS ord
     FROM cancelled
 ), log_bump AS (

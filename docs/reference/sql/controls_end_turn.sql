@@ -10,7 +10,8 @@ WITH ended AS (
     RETURNING id
 ), log_new AS (
     SELECT %(session_id)s::uuid AS session_id, ended.id AS turn_id, %(kind)s::text AS kind,
-           jsonb_build_object('reason', %(reason)s::text, 'by', 'database') AS payload,
+           jsonb_build_object('reason', %(reason)s::text, 'by', 'database',
+                              'actor', %(actor)s::jsonb) AS payload,
            NULL::bigint AS lease_epoch, 1::bigint AS ord
     FROM ended
 ), log_bump AS (

@@ -4,9 +4,10 @@
 -- this one's snapshot holds every change to the session committed before,
 -- and nothing can change it until this transaction ends.
 WITH added AS (
-    INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds, traceparent)
+    INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds, traceparent,
+                       busy)
     VALUES (%(session_id)s, %(seq)s, %(idempotency_key)s, %(input)s, %(timeout_seconds)s,
-            %(traceparent)s)
+            %(traceparent)s, %(busy)s)
     RETURNING id, seq
 ), counted AS (
     UPDATE sessions

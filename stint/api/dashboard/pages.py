@@ -28,16 +28,20 @@ from stint.api.dashboard.chart import turns_per_second
 from stint.api.dashboard.login import (
     COOKIE,
     COOKIE_PATH,
+    LOGIN_COOKIE,
     LoginRequired,
     NotAllowed,
     SignedIn,
+    cookie_secure,
+    login_allowed,
     login_location,
+    new_login_token,
 )
-from stint.api.events import stream_response
-from stint.api.limits import JsonRefused, check_json
+from stint.api.events import log_bounds_or_409, stream_response
 from stint.api.schemas import MAX_SEQ
 from stint.api.services import Services, services
 from stint.store.errors import StoreError
+from stint.store.input_rules import answer_from_text
 from stint.store.stats import SAMPLER
 from stint.store.vocabulary import ControlAction, EventKind, SessionStatus
 
@@ -64,7 +68,9 @@ _HEADERS = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer the browser sends "Origin: null"
+    # with the dashboard's own forms, and sign-in refuses a foreign or null Origin.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
@@ -131,40 +137,63 @@ def _safe_next(path: str | None) -> str:
 # ---------------------------------------------------------------------- sign in
 
 
+def _login_form(request: Request, next_path: str, status: int, error: str | None) -> Response:
+    """The sign-in page, with a fresh login token in the form and in a cookie."""
+    login_token = new_login_token()
+    response = _page(
+        "login.html", status=status, next=next_path, error=error, me=None, login=login_token
+    )
+    response.set_cookie(LOGIN_COOKIE, login_token, **_cookie_flags(request))
+    return response
+
+
+def _cookie_flags(request: Request) -> dict[str, Any]:
+    return {
+        "path": COOKIE_PATH,
+        "httponly": True,
+        "samesite": "strict",
+        "secure": cookie_secure(services(request).settings, request.url.scheme),
+    }
+
+
+@router.get("", include_in_schema=False)
+async def dashboard_root() -> Response:
+    """/dashboard without its slash: a relative redirect (never one built from Host)."""
+    return RedirectResponse(COOKIE_PATH + "/", status_code=303)
+
+
 @router.get("/login")
-async def login_page(next: str | None = None) -> HTMLResponse:
-    return _page("login.html", next=_safe_next(next), error=None, me=None)
+async def login_page(request: Request, next: str | None = None) -> Response:
+    return _login_form(request, _safe_next(next), 200, None)
 
 
 @router.post("/login")
 async def login(request: Request, svc: Svc) -> Response:
     form = await _form(request)
+    target = _safe_next(form.get("next"))
+    if not login_allowed(request, form.get("login")):
+        return _login_form(
+            request, target, 403, "This sign-in did not come from this page: sign in again."
+        )
     token = form.get("key", "").strip()
     caller = await svc.keys.keys_verify(token=token) if token else None
-    target = _safe_next(form.get("next"))
     if caller is None:
-        return _page(
-            "login.html",
-            status=401,
-            next=target,
-            error="That key is not valid (unknown, revoked or mistyped).",
-            me=None,
+        return _login_form(
+            request, target, 401, "That key is not valid (unknown, revoked or mistyped)."
         )
-    response = RedirectResponse(target, status_code=303)
-    response.set_cookie(
-        COOKIE,
-        token,
-        path=COOKIE_PATH,
-        httponly=True,
-        samesite="strict",
-        secure=request.url.scheme == "https",
+    session = await svc.dashboard_sessions.sessions_open(
+        key_id=caller.key_id, seconds=svc.settings.dashboard_session_seconds
     )
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(COOKIE, session, **_cookie_flags(request))
+    response.delete_cookie(LOGIN_COOKIE, path=COOKIE_PATH)
     return response
 
 
 @router.post("/logout")
-async def logout(me: SignedIn, request: Request) -> Response:
+async def logout(me: SignedIn, request: Request, svc: Svc) -> Response:
     me.check_csrf((await _form(request)).get("csrf"))
+    await svc.dashboard_sessions.sessions_revoke(token=me.token)
     response = RedirectResponse(COOKIE_PATH + "/login", status_code=303)
     response.delete_cookie(COOKIE, path=COOKIE_PATH)
     return response
@@ -309,8 +338,14 @@ async def session_events(
         return _missing(me, session_id)
     resumed = request.headers.get("last-event-id", "")
     start = int(resumed) if resumed.isdigit() and int(resumed) <= MAX_SEQ else after
+    bounds = await log_bounds_or_409(svc, me.scope, session_id, start)
     return stream_response(
-        svc, tenant=me.scope, session_id=session_id, after=start, until_turn_end=False
+        svc,
+        tenant=me.scope,
+        session_id=session_id,
+        after=start,
+        pruned_through=bounds.pruned_through,
+        until_turn_end=False,
     )
 
 
@@ -325,20 +360,21 @@ async def answer(session_id: UUID, request: Request, me: SignedIn, svc: Svc) -> 
     form = await _form(request)
     me.check_csrf(form.get("csrf"))
     me.require_writer()
-    text = form.get("answer", "")
     try:
-        value: Any = json.loads(text)
-    except ValueError:
-        value = text  # not JSON: the answer is the text itself
-    try:
-        check_json(json.dumps(value).encode(), max_depth=svc.settings.max_input_depth)
+        # The rules of /v1's answers: size, depth, JSON jsonb stores exactly.
+        value = answer_from_text(
+            form.get("answer", ""),
+            max_bytes=svc.settings.max_input_bytes,
+            max_depth=svc.settings.max_input_depth,
+        )
         answered = await svc.controls.answer(
             session_id=session_id,
             step_key=form.get("step_key", ""),
             answer=value,
             within_tenant=me.scope,
+            actor=me.caller.actor("dashboard"),
         )
-    except (JsonRefused, StoreError) as exc:
+    except StoreError as exc:
         return _back(session_id, f"not answered: {exc}")
     return _back(session_id, f"answered; turn {answered.turn_id} resumes")
 
@@ -356,6 +392,7 @@ async def cancel(session_id: UUID, request: Request, me: SignedIn, svc: Svc) -> 
             reason="dashboard",
             turn_id=turn_id,
             within_tenant=me.scope,
+            actor=me.caller.actor("dashboard"),
         )
     except (ValueError, StoreError) as exc:
         return _back(session_id, f"not cancelled: {exc}")

@@ -21,7 +21,8 @@ WITH cancelled AS (
     RETURNING id, seq
 ), log_new AS (
     SELECT %(session_id)s::uuid AS session_id, id AS turn_id, 'turn.cancelled'::text AS kind,
-           jsonb_build_object('reason', %(reason)s::text, 'was', 'queued') AS payload,
+           jsonb_build_object('reason', %(reason)s::text, 'was', 'queued',
+                              'actor', %(actor)s::jsonb) AS payload,
            NULL::bigint AS lease_epoch, row_number() OVER (ORDER BY seq) AS ord
     FROM cancelled
 ), log_bump AS (
@@ -52,15 +53,24 @@ WHERE session_id = %(session_id)s AND status IN ('running', 'parked')
 -- name: controls_request
 -- Ask the lease holder to stop the running turn; the NOTIFY reaches it at
 -- once, the flag reaches it at its next lease renewal if the NOTIFY is missed.
+-- The request is logged (control.requested, with who asked): the worker's
+-- terminal event follows it.
 -- Safe under READ COMMITTED: one UPDATE of one row, after controls_lock_session.
-WITH flagged AS (
+WITH log_new AS (
+    SELECT %(session_id)s::uuid AS session_id, %(turn_id)s::uuid AS turn_id,
+           'control.requested'::text AS kind,
+           jsonb_build_object('action', %(action)s::text, 'reason', %(reason)s::text,
+                              'actor', %(actor)s::jsonb) AS payload,
+           NULL::bigint AS lease_epoch, 1::bigint AS ord
+), log_bump AS (
     UPDATE sessions
-    SET control = %(action)s, control_turn_id = %(turn_id)s, control_reason = %(reason)s,
+    SET /*include:log_reserve*/,
+        control = %(action)s, control_turn_id = %(turn_id)s, control_reason = %(reason)s,
         control_requested_at = clock_timestamp(), updated_at = now()
     WHERE id = %(session_id)s
-    RETURNING id
-)
-SELECT pg_notify(%(control_channel)s, %(session_id)s::text) IS NULL FROM flagged
+    RETURNING id, last_event_seq
+), /*include:log_append*/
+SELECT pg_notify(%(control_channel)s, %(session_id)s::text) IS NULL FROM log_bump
 
 -- name: controls_end_turn
 -- End a parked turn, or a running one no live worker holds, in the database
@@ -74,7 +84,8 @@ WITH ended AS (
     RETURNING id
 ), log_new AS (
     SELECT %(session_id)s::uuid AS session_id, ended.id AS turn_id, %(kind)s::text AS kind,
-           jsonb_build_object('reason', %(reason)s::text, 'by', 'database') AS payload,
+           jsonb_build_object('reason', %(reason)s::text, 'by', 'database',
+                              'actor', %(actor)s::jsonb) AS payload,
            NULL::bigint AS lease_epoch, 1::bigint AS ord
     FROM ended
 ), log_bump AS (
@@ -125,7 +136,8 @@ WITH open_question AS (
 ), log_new AS (
     SELECT %(session_id)s::uuid AS session_id, resumed.id AS turn_id,
            'approval.answered'::text AS kind,
-           jsonb_build_object('step_key', %(step_key)s::text) AS payload,
+           jsonb_build_object('step_key', %(step_key)s::text, 'actor', %(actor)s::jsonb)
+               AS payload,
            NULL::bigint AS lease_epoch, 1::bigint AS ord
     FROM resumed
 ), log_bump AS (

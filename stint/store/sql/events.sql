@@ -73,3 +73,39 @@ WHERE session_id = %(session_id)s AND seq > %(after)s
        OR EXISTS (SELECT FROM sessions s WHERE s.id = %(session_id)s AND s.tenant = %(tenant)s))
 ORDER BY seq
 LIMIT %(limit)s
+
+-- name: events_page
+-- One page of a follower's read, bounded by count and by bytes: the events
+-- after %(after)s, at most %(limit)s, while their payloads' JSON text adds up
+-- to at most %(max_bytes)s, and always the first (however large), so a page
+-- is never empty while an event is there. The count bound is applied first,
+-- so no more than %(limit)s payloads are measured. With %(tenant)s set,
+-- another tenant's session has no events. ``more``: the byte bound left
+-- events of the head behind (read again at once).
+SELECT session_id, seq, kind, turn_id, payload, created_at, n < head_rows AS more
+FROM (
+    SELECT head.*,
+           sum(octet_length(head.payload::text)) OVER (ORDER BY head.seq) AS running,
+           row_number() OVER (ORDER BY head.seq) AS n,
+           count(*) OVER () AS head_rows
+    FROM (
+        SELECT session_id, seq, kind, turn_id, payload, created_at
+        FROM events
+        WHERE session_id = %(session_id)s AND seq > %(after)s
+          AND (%(tenant)s::text IS NULL
+               OR EXISTS (SELECT FROM sessions s
+                          WHERE s.id = %(session_id)s AND s.tenant = %(tenant)s))
+        ORDER BY seq
+        LIMIT %(limit)s
+    ) head
+) page
+WHERE n = 1 OR running <= %(max_bytes)s
+ORDER BY seq
+
+-- name: events_bounds
+-- Where a session's log starts and ends: seqs events_pruned_through + 1 ..
+-- last_event_seq exist (retention removed the ones before). No row when the
+-- session does not exist or, with %(tenant)s set, is another tenant's.
+SELECT events_pruned_through AS pruned_through, last_event_seq
+FROM sessions
+WHERE id = %(session_id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)

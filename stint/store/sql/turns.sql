@@ -1,5 +1,11 @@
 -- name: turns_find_by_key
-SELECT id, seq, input = %(input)s::jsonb AS same_input
+-- A retry is the same request only if everything that matters matches: the
+-- input, the timeout and the busy strategy (rows from before 0012 have no
+-- busy recorded: any matches).
+SELECT id, seq,
+       input = %(input)s::jsonb
+       AND timeout_seconds IS NOT DISTINCT FROM %(timeout_seconds)s::real
+       AND (busy IS NULL OR busy = %(busy)s) AS same_input
 FROM turns
 WHERE session_id = %(session_id)s AND idempotency_key = %(idempotency_key)s
 
@@ -9,9 +15,10 @@ WHERE session_id = %(session_id)s AND idempotency_key = %(idempotency_key)s
 -- this one's snapshot holds every change to the session committed before,
 -- and nothing can change it until this transaction ends.
 WITH added AS (
-    INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds, traceparent)
+    INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds, traceparent,
+                       busy)
     VALUES (%(session_id)s, %(seq)s, %(idempotency_key)s, %(input)s, %(timeout_seconds)s,
-            %(traceparent)s)
+            %(traceparent)s, %(busy)s)
     RETURNING id, seq
 ), counted AS (
     UPDATE sessions

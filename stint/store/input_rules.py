@@ -1,0 +1,109 @@
+"""One set of input rules for every door: the CLI, the HTTP API and the dashboard.
+
+Each door used to judge names and values its own way: the CLI took any tenant
+(``ácme``, which no key can name), control characters in pins and
+idempotency keys, and a dashboard answer of any size or depth (a 700 KB answer
+was stored; one nested 100,000 deep was a 500). Every door now calls these
+functions (the API's request schemas use the same patterns), and the
+refusals are ``InvalidInput`` (exit 2; HTTP 422, or 413 for a size).
+
+- a **tenant** is what an API key can name: 1..100 of letters, digits, ``.``,
+  ``_``, ``-`` (the schema's CHECK on ``api_keys`` and ``admission_limits``);
+- a **pin** is 1..200 of letters, digits, ``.``, ``_``, ``:``, ``/``, ``-``;
+- an **idempotency key** is 1..200 printable ASCII characters without space
+  (what an HTTP header carries as it is); no door accepts a control character;
+- a **turn input** or an **answer** is JSON that jsonb stores exactly
+  (``stint.store.jsonvalues``: no NaN, no number that is not what it says,
+  ``1e-400`` included), nested at most ``STINT_MAX_INPUT_DEPTH`` and at most
+  ``STINT_MAX_INPUT_BYTES`` as compact JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from stint.store.errors import InvalidInput
+from stint.store.jsonvalues import json_depth, load_storable_json
+
+__all__ = [
+    "IDEMPOTENCY_KEY_PATTERN",
+    "PIN_PATTERN",
+    "TENANT_PATTERN",
+    "InputTooLarge",
+    "answer_from_text",
+    "check_idempotency_key",
+    "check_pin",
+    "check_tenant",
+    "check_value_size",
+    "json_size",
+]
+
+TENANT_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
+PIN_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
+IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,200}$"
+
+_TENANT = re.compile(TENANT_PATTERN)
+_PIN = re.compile(PIN_PATTERN)
+_KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
+
+
+class InputTooLarge(InvalidInput):
+    """The input is larger than STINT_MAX_INPUT_BYTES; nothing was written."""
+
+
+def check_tenant(tenant: str, what: str = "tenant") -> str:
+    """Refuse a tenant name that keys and admission limits cannot hold (the
+    schema's CHECKs say the same; this says it in one line before any write)."""
+    if not _TENANT.fullmatch(tenant):
+        raise InvalidInput(f"{what} must be 1..100 characters of letters, digits, '.', '_' or '-'")
+    return tenant
+
+
+def check_pin(pin: str, what: str = "pin") -> str:
+    if not _PIN.fullmatch(pin):
+        raise InvalidInput(
+            f"{what} must be 1..200 characters of letters, digits, '.', '_', ':', '/' or '-'"
+        )
+    return pin
+
+
+def check_idempotency_key(key: str, what: str = "idempotency key") -> str:
+    if not _KEY.fullmatch(key):
+        raise InvalidInput(
+            f"{what} must be 1..200 printable ASCII characters, without spaces or control "
+            "characters"
+        )
+    return key
+
+
+def json_size(value: Any) -> int:
+    """Bytes of ``value`` as compact JSON: the size every door limits."""
+    return len(json.dumps(value, separators=(",", ":")).encode())
+
+
+def check_value_size(value: Any, *, max_bytes: int, what: str) -> Any:
+    size = json_size(value)
+    if size > max_bytes:
+        raise InputTooLarge(f"{what} is {size} bytes, larger than the limit {max_bytes}")
+    return value
+
+
+def answer_from_text(text: str, *, max_bytes: int, max_depth: int) -> Any:
+    """A dashboard answer typed in a form: the JSON value it spells, or else the
+    text itself, judged as ``/v1`` judges an answer (depth, storability, size)."""
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise InvalidInput(
+            f"the answer nests {depth} levels deep, deeper than the limit {max_depth} "
+            "(STINT_MAX_INPUT_DEPTH)"
+        )
+    try:
+        json.loads(text)  # safe: its depth is within the limit
+    except ValueError:
+        spelled = json.dumps(text)  # not JSON: the answer is the text itself
+    else:
+        spelled = text
+    value = load_storable_json(spelled, max_depth=max_depth, what="the answer")
+    return check_value_size(value, max_bytes=max_bytes, what="the answer")

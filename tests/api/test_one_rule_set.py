@@ -1,0 +1,117 @@
+"""Acceptance: one set of input rules at every door (issue 22, finding 8).
+
+The CLI and the API judge tenants, pins, idempotency keys, numbers and
+idempotent retries by the same rules (``stint.store.input_rules``); each
+refusal writes nothing. Real ``stint`` and ``stint api`` processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+
+from stint.store.pool import Pool
+from tests.api.conftest import ApiServer, Keys, bearer, row_counts
+from tests.workers import Cluster
+
+
+async def _cli(cluster: Cluster, *args: str) -> tuple[int, str, str]:
+    done = await asyncio.to_thread(cluster.stint, *args)
+    return done.returncode, done.stdout, done.stderr
+
+
+async def test_the_cli_refuses_what_no_key_or_header_could_name(
+    cluster: Cluster, pool: Pool
+) -> None:
+    before = await row_counts(pool)
+    cases = [
+        (["--tenant", "ácme"], "tenant must be"),
+        (["--tenant", "a b"], "tenant must be"),
+        (["--pin", "v\x012"], "pin must be"),
+        (["--pin", "v 2"], "pin must be"),
+        (["--idempotency-key", "k\x07"], "idempotency-key must be"),
+        (["--idempotency-key", "k" * 201], "idempotency-key must be"),
+    ]
+    for flags, said in cases:
+        code, out, err = await _cli(cluster, "enqueue", *flags, "{}")
+        assert (code, out) == (2, ""), (flags, err)
+        assert said in err and len(err.strip().splitlines()) == 1, (flags, err)
+    for text in ('{"x": 1e-400}', '{"x": [-2.5E-999]}'):
+        code, _, err = await _cli(cluster, "enqueue", text)
+        assert code == 2 and "too small to be told from 0" in err, (text, err)
+    assert await row_counts(pool) == before
+
+
+async def test_another_tenants_session_is_unknown_from_the_cli(
+    cluster: Cluster, pool: Pool
+) -> None:
+    code, out, err = await _cli(cluster, "enqueue", "--tenant", "acme", "{}")
+    assert code == 0, err
+    acme_session = json.loads(out)["session_id"]
+    before = await row_counts(pool)
+    code, out, err = await _cli(
+        cluster, "enqueue", "--tenant", "beta", "--session", acme_session, "{}"
+    )
+    assert (code, out) == (2, ""), err
+    assert "unknown session" in err.lower() or "no session" in err.lower(), err
+    assert await row_counts(pool) == before
+    code, _, err = await _cli(
+        cluster, "enqueue", "--tenant", "acme", "--session", acme_session, "{}"
+    )
+    assert code == 0, err
+
+
+async def test_an_idempotent_retry_that_differs_in_anything_is_refused(
+    api: ApiServer, http: httpx.AsyncClient, keys: Keys, pool: Pool, cluster: Cluster
+) -> None:
+    session_id = (await http.post("/v1/sessions", json={}, headers=bearer(keys.a))).json()["id"]
+    url = f"/v1/sessions/{session_id}/turns"
+    headers = {**bearer(keys.a), "Idempotency-Key": "same"}
+    first = await http.post(url, json={"input": {"n": 1}, "timeout_seconds": 30}, headers=headers)
+    assert first.status_code == 201, first.text
+    again = await http.post(url, json={"input": {"n": 1}, "timeout_seconds": 30}, headers=headers)
+    assert again.status_code == 200 and again.json()["turn_id"] == first.json()["turn_id"]
+    before = await row_counts(pool)
+    for body in (
+        {"input": {"n": 1}, "timeout_seconds": 60},
+        {"input": {"n": 1}},
+        {"input": {"n": 1}, "timeout_seconds": 30, "busy": "interrupt"},
+        {"input": {"n": 1}, "timeout_seconds": 30, "busy": "reject"},
+    ):
+        differs = await http.post(url, json=body, headers=headers)
+        assert differs.status_code == 409, (body, differs.text)
+        assert "idempotency key" in differs.json()["detail"]
+    assert await row_counts(pool) == before
+    # The CLI, the same rule: exit 2.
+    args = ["enqueue", "--session", session_id, "--idempotency-key", "cli-key"]
+    code, _, err = await _cli(cluster, *args, "--timeout", "5", "{}")
+    assert code == 0, err
+    before = await row_counts(pool)
+    code, _, err = await _cli(cluster, *args, "--timeout", "6", "{}")
+    assert code == 2 and "idempotency key" in err, err
+    code, _, err = await _cli(cluster, *args, "--timeout", "5", "--busy", "reject", "{}")
+    assert code == 2 and "idempotency key" in err, err
+    assert await row_counts(pool) == before
+
+
+async def test_a_number_too_small_to_store_is_refused_by_the_api(
+    http: httpx.AsyncClient, keys: Keys, pool: Pool
+) -> None:
+    """Before: 1e-400 was stored as 0.0."""
+    session_id = (await http.post("/v1/sessions", json={}, headers=bearer(keys.a))).json()["id"]
+    before = await row_counts(pool)
+    refused = await http.post(
+        f"/v1/sessions/{session_id}/turns",
+        content=b'{"input": {"x": 1e-400}}',
+        headers={**bearer(keys.a), "Content-Type": "application/json"},
+    )
+    assert refused.status_code == 400, refused.text
+    assert "too small to be told from 0" in refused.json()["detail"]
+    assert await row_counts(pool) == before
+    kept = await http.post(
+        f"/v1/sessions/{session_id}/turns",
+        content=b'{"input": {"x": 1e-300, "z": 0.0, "e": 0e5}}',
+        headers={**bearer(keys.a), "Content-Type": "application/json"},
+    )
+    assert kept.status_code == 201, kept.text

@@ -8,6 +8,7 @@ message naming the variable and what it accepts.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 _DEFAULT_HARNESS = "stint.worker.scripted:harness"
-_SECRET_FIELDS = frozenset({"database_url", "model_api_key"})
+_SECRET_FIELDS = frozenset({"database_url", "model_api_key", "webhook_key"})
 
 
 class SettingsError(StintError):
@@ -263,6 +264,66 @@ class Settings(BaseSettings):
         64, ge=1, le=512, description="deepest JSON nesting accepted in a turn input or answer"
     )
 
+    # Schedules and webhooks (run by every worker; docs/guide/schedules-webhooks.md).
+    schedule_poll_seconds: float = Field(
+        1.0,
+        ge=0,
+        le=60,
+        description="longest a worker's scheduler waits between looks for due schedules; "
+        "0: this worker runs no schedules",
+    )
+    schedule_grace_seconds: float = Field(
+        60.0,
+        ge=1,
+        le=86_400,
+        description="a tick this many seconds late still runs; older ticks are missed and only "
+        "each schedule's catch-up count of them runs",
+    )
+    webhook_key: SecretStr = Field(
+        SecretStr(""),
+        description="32 random bytes in base64 that seal webhook signing secrets at rest; "
+        "without it no webhook endpoint is created and workers deliver none",
+    )
+    webhook_key_file: Path | None = Field(
+        None, description="file holding STINT_WEBHOOK_KEY (not with STINT_WEBHOOK_KEY)"
+    )
+    webhook_poll_seconds: float = Field(
+        1.0,
+        ge=0,
+        le=60,
+        description="longest a worker's deliverer waits between looks for due deliveries; "
+        "0: this worker delivers no webhooks",
+    )
+    webhook_concurrency: int = Field(
+        4, ge=1, le=256, description="webhook requests one worker has in flight at most"
+    )
+    webhook_timeout_seconds: float = Field(
+        10.0, ge=0.5, le=300, description="seconds one webhook request may take in all"
+    )
+    webhook_retry_seconds: float = Field(
+        5.0,
+        ge=0.01,
+        le=3600,
+        description="wait before a delivery's first retry; doubled on each retry after",
+    )
+    webhook_retry_max_seconds: float = Field(
+        3600.0, ge=0.01, le=86_400, description="longest wait between two attempts"
+    )
+    webhook_max_attempts: int = Field(
+        12, ge=1, le=100, description="attempts per delivery before it is marked failed"
+    )
+    webhook_disable_after_seconds: float = Field(
+        432_000.0,
+        ge=1,
+        le=31_622_400,
+        description="an endpoint whose every delivery failed for this long is disabled (5 days)",
+    )
+    webhook_allowed_networks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="CIDRs webhooks may be delivered to although private or loopback "
+        "(comma-separated); public addresses are always allowed",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _url_from_file(cls, data: Any) -> Any:
@@ -282,6 +343,33 @@ class Settings(BaseSettings):
         if not text:
             raise ValueError(f"STINT_DATABASE_URL_FILE={path}: the file is empty")
         return {**data, "database_url": text}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _webhook_key_from_file(cls, data: Any) -> Any:
+        """STINT_WEBHOOK_KEY_FILE: read the webhook key from a file (never both)."""
+        if not isinstance(data, dict) or not data.get("webhook_key_file"):
+            return data
+        if data.get("webhook_key"):
+            raise ValueError("set STINT_WEBHOOK_KEY or STINT_WEBHOOK_KEY_FILE, not both")
+        path = Path(data["webhook_key_file"])
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            raise ValueError(f"STINT_WEBHOOK_KEY_FILE={path}: cannot read it") from None
+        return {**data, "webhook_key": text}
+
+    @field_validator("webhook_allowed_networks", mode="before")
+    @classmethod
+    def _split_networks(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [p.strip() for p in value.split(",") if p.strip()]
+        for item in value:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item[:60]!r} is not a CIDR such as 10.0.0.0/8") from None
+        return value
 
     @field_validator("database_url")
     @classmethod
@@ -318,10 +406,13 @@ class Settings(BaseSettings):
         return value
 
     def secrets(self) -> list[str]:
-        """Values no log line may show (the database password, when the URL has one)."""
+        """Values no log line may show (the database password, when the URL has one; the
+        webhook key)."""
         url = self.database_url.get_secret_value()
         password = parse_conninfo(url).password if url else None
-        return [password] if password else []
+        hidden = [password] if password else []
+        webhook_key = self.webhook_key.get_secret_value()
+        return [*hidden, webhook_key] if webhook_key else hidden
 
     def store_config(self, conninfo: str) -> StoreConfig:
         """The store's view of these settings, for a resolved connection string."""

@@ -23,6 +23,10 @@ FAILPOINTS = (
     "after_effect",  # the effect is fsync'd; the step is not committed
     "after_step_commit",  # the step and its events are committed
     "after_turn_finish",  # the turn finished and the slot's next one started; neither runs
+    "schedule_before_commit",  # a pass enqueued its ticks' turns; nothing is committed yet
+    "schedule_after_commit",  # a pass committed its ticks; the scheduler has not gone on
+    "webhook_after_claim",  # a delivery's attempt is claimed; no request was sent
+    "webhook_after_send",  # the receiver answered; the attempt's outcome is not recorded
 )
 # Failpoints inside a harness: reached only when that harness runs.
 HARNESS_FAILPOINTS = (

@@ -45,6 +45,10 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "quota_scopes",
         "quota_reservations",
         "admission_limits",
+        "schedules",
+        "schedule_ticks",
+        "webhook_endpoints",
+        "webhook_deliveries",
     }
 
 

@@ -18,7 +18,10 @@ from stint.store.controls import ControlStore
 from stint.store.dashboard import DashboardStore
 from stint.store.keys import KeyStore
 from stint.store.pool import Pool
+from stint.store.schedules import ScheduleStore
+from stint.store.sealed import WebhookKey
 from stint.store.stats import StatsStore
+from stint.store.webhooks import WebhookStore
 
 __all__ = ["Services", "services"]
 
@@ -39,6 +42,9 @@ class Services:
     hub: EventHub
     dashboard: DashboardStore
     stats: StatsStore
+    schedules: ScheduleStore
+    webhooks: WebhookStore
+    webhook_key: WebhookKey | None  # None: STINT_WEBHOOK_KEY unset, no endpoint can be made
 
 
 def services(request: Request) -> Services:

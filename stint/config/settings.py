@@ -29,6 +29,7 @@ from stint.errors import StintError
 from stint.store.config import StoreConfig, validate_role_name, validate_schema_name
 from stint.store.conninfo import parse_conninfo
 from stint.store.errors import ConfigError
+from stint.store.sealed import WebhookKey
 
 __all__ = [
     "Settings",
@@ -358,6 +359,17 @@ class Settings(BaseSettings):
         except (OSError, UnicodeDecodeError):
             raise ValueError(f"STINT_WEBHOOK_KEY_FILE={path}: cannot read it") from None
         return {**data, "webhook_key": text}
+
+    @field_validator("webhook_key")
+    @classmethod
+    def _usable_webhook_key(cls, value: SecretStr) -> SecretStr:
+        text = value.get_secret_value().strip()
+        if text:
+            try:
+                WebhookKey(text)
+            except ConfigError as exc:
+                raise ValueError(exc.message) from None
+        return SecretStr(text)
 
     @field_validator("webhook_allowed_networks", mode="before")
     @classmethod

@@ -11,6 +11,8 @@ visible at once; a worker that dies before it leaves nothing behind
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,6 +28,7 @@ from stint.store.config import StoreConfig
 from stint.store.errors import (
     AdmissionRefused,
     IdempotencyConflict,
+    InvalidInput,
     NameTaken,
     SessionBusy,
     UnknownSchedule,
@@ -45,6 +48,7 @@ __all__ = [
     "SchedulePass",
     "ScheduleStore",
     "Tick",
+    "check_schedule",
     "tick_key",
 ]
 
@@ -118,6 +122,31 @@ class NewSchedule:
     catch_up: int = 0
 
 
+_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,200}")
+_TENANT = re.compile(r"[A-Za-z0-9._-]{1,100}")
+MAX_CATCH_UP = 1000
+MAX_TIMEOUT_SECONDS = 86_400.0
+
+
+def check_schedule(new: NewSchedule) -> None:
+    """The rules every door applies besides the timetable's (the table's CHECKs, said
+    in words); ``InvalidInput`` with one clear line otherwise."""
+    if not _NAME.fullmatch(new.name):
+        raise InvalidInput("name must be 1..200 letters, digits or . _ : / -")
+    if new.tenant is not None and not _TENANT.fullmatch(new.tenant):
+        raise InvalidInput("tenant must be 1..100 letters, digits or . _ -")
+    if not 0 <= new.catch_up <= MAX_CATCH_UP:
+        raise InvalidInput(f"catch-up must be 0..{MAX_CATCH_UP} missed ticks")
+    if new.session_id is not None and new.pin is not None:
+        raise InvalidInput("a pin is for the new session of each tick: not with a session")
+    if new.timeout_seconds is not None and not (
+        math.isfinite(new.timeout_seconds) and 0.1 <= new.timeout_seconds <= MAX_TIMEOUT_SECONDS
+    ):
+        raise InvalidInput(f"timeout must be 0.1..{MAX_TIMEOUT_SECONDS:g} seconds")
+    if new.busy not in {strategy.value for strategy in BusyStrategy}:
+        raise InvalidInput("busy must be enqueue, reject or interrupt")
+
+
 @dataclass
 class SchedulePass:
     """What one ``run_due`` did, for logs and tests."""
@@ -164,6 +193,7 @@ class ScheduleStore:
     async def create(self, new: NewSchedule) -> Schedule:
         """Check the timetable and the target, then insert; on refusal nothing is written.
         Without a tenant (the operator's CLI) a target session's tenant is the schedule's."""
+        check_schedule(new)
         async with (
             guarded("schedules_create", self._config),
             self._pool.connection() as conn,

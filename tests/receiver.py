@@ -72,6 +72,8 @@ class Receiver:
                 pass
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            return  # the server is stopping (a slow answer was still sleeping)
         finally:
             writer.close()
 

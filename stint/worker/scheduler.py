@@ -84,8 +84,10 @@ class Scheduler(Service):
         while True:
             wait = poll
             try:
-                await self.run_once()
-                due_in = await self._store.next_due_seconds()
+                due_in = await self._store.next_due_seconds()  # idle: one read per poll
+                if due_in is not None and due_in <= 0:
+                    await self.run_once()
+                    due_in = await self._store.next_due_seconds()
                 if due_in is not None:
                     wait = min(poll, max(_SHORTEST_SLEEP, due_in))
             except StoreError as exc:

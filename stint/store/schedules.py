@@ -173,11 +173,6 @@ class _Claimed:
     tick_at: datetime
 
 
-@dataclass(frozen=True)
-class _Count:
-    count: int
-
-
 def tick_key(schedule_id: UUID, tick_at: datetime) -> str:
     """The turn's idempotency key (and a new session's creation key) for one tick."""
     return f"schedule:{schedule_id}:{tick_at.isoformat()}"
@@ -406,12 +401,6 @@ class ScheduleStore:
         except (AdmissionRefused, UnknownSession, IdempotencyConflict) as exc:
             return _TickResult(TickOutcome.REFUSED, schedule.session_id, None, str(exc)[:500])
         return _TickResult(TickOutcome.ENQUEUED, result.session_id, result.turn_id, None)
-
-    async def prune_ticks(self, *, horizon_seconds: float, batch: int) -> int:
-        """Retention: one batch of ticks recorded before the horizon."""
-        params = {"horizon_seconds": horizon_seconds, "batch": batch}
-        async with guarded("prune_schedule_ticks", self._config), self._pool.connection() as c:
-            return (await fetch_one(c, _Count, "prune_schedule_ticks", **params)).count
 
 
 @dataclass(frozen=True)

@@ -164,11 +164,6 @@ class _Seconds:
     seconds: float | None
 
 
-@dataclass(frozen=True)
-class _Count:
-    count: int
-
-
 class WebhookStore:
     """Endpoints for the doors; claims and records for the deliverer."""
 
@@ -274,9 +269,3 @@ class WebhookStore:
     async def next_due_seconds(self) -> float | None:
         async with guarded("webhook_next_due", self._config), self._pool.connection() as conn:
             return (await fetch_one(conn, _Seconds, "webhook_next_due")).seconds
-
-    async def prune_deliveries(self, *, horizon_seconds: float, batch: int) -> int:
-        """Retention: one batch of deliveries older than the horizon."""
-        params = {"horizon_seconds": horizon_seconds, "batch": batch}
-        async with guarded("prune_webhook_deliveries", self._config), self._pool.connection() as c:
-            return (await fetch_one(c, _Count, "prune_webhook_deliveries", **params)).count

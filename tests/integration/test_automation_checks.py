@@ -10,10 +10,14 @@ from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.pool import Pool
+from stint.store.retention import RetentionStore
+from stint.store.schedules import NewSchedule, ScheduleStore
 from stint.store.sealed import WebhookKey
 from stint.store.webhooks import WebhookStore, check_endpoint
 from stint.store.worker_store import SqlWorkerStore
+from stint.worker.pruner import RetentionPlan, prune
 from tests.integration.claims import claim_one
+from tests.workers import count_rows
 
 
 async def _verdicts(pool: Pool, tmp_path: Path) -> dict[str, bool]:
@@ -62,3 +66,38 @@ async def test_a_lost_or_doubled_outbox_row_fails_outbox_complete(
     async with pool.connection() as conn:
         await conn.execute("DELETE FROM webhook_deliveries")
     assert not (await _verdicts(pool, tmp_path))["outbox_complete"]
+
+
+async def test_retention_prunes_old_ticks_and_deliveries(db: ScratchTarget, pool: Pool) -> None:
+    """Ticks go with the turns horizon and deliveries with the events horizon; newer
+    ones stay."""
+    key = WebhookKey(base64.b64encode(os.urandom(32)).decode())
+    new = check_endpoint(
+        tenant="acme", url="https://e.example/h", kinds=["turn.started"], description=None
+    )
+    await WebhookStore(db.config, pool).create(new, key=key)
+    for name in ("old", "new"):
+        await ClientStore(db.config, pool).turns_enqueue(
+            session_id=None, idempotency_key=name, turn_input={}, tenant="acme", session_key=name
+        )
+        await claim_one(SqlWorkerStore(db.config, pool, concurrency=1), f"w-{name}")
+    schedule = await ScheduleStore(db.config, pool).create(
+        NewSchedule(tenant="acme", name="s", input={}, every=1)
+    )
+    async with pool.connection() as conn:
+        await conn.execute(
+            "INSERT INTO schedule_ticks (schedule_id, tick_at, worker, created_at) VALUES "
+            "(%s, now() - interval '40 days', 'w', now() - interval '40 days'), "
+            "(%s, now(), 'w', now())",
+            (schedule.id, schedule.id),
+        )
+        await conn.execute(
+            "UPDATE webhook_deliveries SET created_at = now() - interval '40 days' "
+            "WHERE id = (SELECT id FROM webhook_deliveries ORDER BY created_at LIMIT 1)"
+        )
+    plan = RetentionPlan(events_days=30, turns_days=30, workers_days=0, batch=10, every_seconds=0)
+    store = RetentionStore(db.config, pool)
+    report = await prune(store, plan, journals=None, worker="w", every_seconds=0)
+    assert (report.schedule_ticks, report.webhook_deliveries) == (1, 1)
+    assert await count_rows(pool, "schedule_ticks") == 1
+    assert await count_rows(pool, "webhook_deliveries") == 1

@@ -14,11 +14,11 @@ from uuid import UUID
 
 import pytest_asyncio
 
+from stint.lab.webhook_receiver import Receiver, fail_twice_then_slow
 from stint.ops.checks import run_checks
 from stint.store.client import ClientStore
 from stint.store.pool import Pool
 from tests.polling import wait_until
-from tests.receiver import Receiver, fail_twice_then_slow
 from tests.workers import Cluster, WorkerProc, fetch
 
 WEBHOOK_KEY = base64.b64encode(os.urandom(32)).decode()

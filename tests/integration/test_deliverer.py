@@ -13,6 +13,7 @@ from uuid import UUID
 import pytest
 import pytest_asyncio
 
+from stint.lab.webhook_receiver import Receiver, fail_twice_then_slow
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.pool import Pool
@@ -23,7 +24,6 @@ from stint.worker.deliverer import Deliverer, DeliveryPlan
 from stint.worker.egress import AddressRefused, resolve_target
 from stint.worker.signing import signature_headers, verify
 from tests.integration.claims import claim_one
-from tests.receiver import Receiver, fail_twice_then_slow
 from tests.workers import fetch
 
 KEY = WebhookKey(base64.b64encode(os.urandom(32)).decode())

@@ -1,8 +1,8 @@
-"""A webhook receiver for tests: a real HTTP server on a loopback port, in the test's
-event loop, that behaves as a careful receiver does: it verifies each signature,
-deduplicates by ``webhook-id``, and processes each delivery id once, whatever the
-sender repeats. A script says how it answers each delivery's n-th request (fail,
-be slow, succeed), so tests can make the sender retry."""
+"""A webhook receiver for tests and the lab: a real HTTP server on a loopback port, in
+the caller's event loop, that behaves as a careful receiver does: it verifies each
+signature, deduplicates by ``webhook-id``, and processes each delivery id once,
+whatever the sender repeats. A script says how it answers each delivery's n-th
+request (fail, be slow, succeed), so tests can make the sender retry."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stint.worker.signing import verify
+
+__all__ = ["Received", "Receiver", "Script", "always_ok", "fail_twice_then_slow"]
 
 # (delivery id, how many requests with that id came before this one) -> (status, delay s)
 Script = Callable[[str, int], tuple[int, float]]

@@ -329,36 +329,13 @@ class Settings(BaseSettings):
     @classmethod
     def _url_from_file(cls, data: Any) -> Any:
         """STINT_DATABASE_URL_FILE: read the URL from a file (never both)."""
-        if not isinstance(data, dict) or not data.get("database_url_file"):
-            return data
-        if data.get("database_url"):
-            raise ValueError(
-                "set STINT_DATABASE_URL or STINT_DATABASE_URL_FILE (or --database-url), not both"
-            )
-        path = Path(data["database_url_file"])
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise ValueError(f"STINT_DATABASE_URL_FILE={path}: cannot read it: {why}") from None
-        if not text:
-            raise ValueError(f"STINT_DATABASE_URL_FILE={path}: the file is empty")
-        return {**data, "database_url": text}
+        return _from_file(data, "database_url", "STINT_DATABASE_URL", also=" (or --database-url)")
 
     @model_validator(mode="before")
     @classmethod
     def _webhook_key_from_file(cls, data: Any) -> Any:
         """STINT_WEBHOOK_KEY_FILE: read the webhook key from a file (never both)."""
-        if not isinstance(data, dict) or not data.get("webhook_key_file"):
-            return data
-        if data.get("webhook_key"):
-            raise ValueError("set STINT_WEBHOOK_KEY or STINT_WEBHOOK_KEY_FILE, not both")
-        path = Path(data["webhook_key_file"])
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            raise ValueError(f"STINT_WEBHOOK_KEY_FILE={path}: cannot read it") from None
-        return {**data, "webhook_key": text}
+        return _from_file(data, "webhook_key", "STINT_WEBHOOK_KEY")
 
     @field_validator("webhook_key")
     @classmethod
@@ -437,6 +414,24 @@ class Settings(BaseSettings):
             connect_timeout=self.connect_timeout,
             reconnect_max=self.reconnect_max_seconds,
         )
+
+
+def _from_file(data: Any, field: str, variable: str, *, also: str = "") -> Any:
+    """The container convention for secrets: ``<field>_file`` names a file holding the
+    value of ``field`` (refused when both are given, or the file is unreadable or empty)."""
+    if not isinstance(data, dict) or not data.get(f"{field}_file"):
+        return data
+    if data.get(field):
+        raise ValueError(f"set {variable} or {variable}_FILE{also}, not both")
+    path = Path(data[f"{field}_file"])
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ValueError(f"{variable}_FILE={path}: cannot read it: {why}") from None
+    if not text:
+        raise ValueError(f"{variable}_FILE={path}: the file is empty")
+    return {**data, field: text}
 
 
 def env_name(field_name: str) -> str:

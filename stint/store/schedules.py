@@ -233,10 +233,13 @@ class ScheduleStore:
             return await fetch_all(conn, Schedule, "schedules_list", tenant=tenant, limit=limit)
 
     async def get(self, *, schedule_id: UUID, tenant: str | None) -> Schedule:
-        async with guarded("schedules_get", self._config), self._pool.connection() as conn:
-            row = await fetch_optional(
-                conn, Schedule, "schedules_get", schedule_id=schedule_id, tenant=tenant
-            )
+        return await self._one("schedules_get", schedule_id, tenant)
+
+    async def _one(self, name: str, schedule_id: UUID, tenant: str | None) -> Schedule:
+        """One statement on one schedule of ``tenant`` (None: any); ``UnknownSchedule``
+        when there is none."""
+        async with guarded(name, self._config), self._pool.connection() as conn:
+            row = await fetch_optional(conn, Schedule, name, schedule_id=schedule_id, tenant=tenant)
         if row is None:
             raise UnknownSchedule(schedule=schedule_id)
         return row
@@ -248,13 +251,7 @@ class ScheduleStore:
             )
 
     async def pause(self, *, schedule_id: UUID, tenant: str | None) -> Schedule:
-        async with guarded("schedules_pause", self._config), self._pool.connection() as conn:
-            row = await fetch_optional(
-                conn, Schedule, "schedules_pause", schedule_id=schedule_id, tenant=tenant
-            )
-        if row is None:
-            raise UnknownSchedule(schedule=schedule_id)
-        return row
+        return await self._one("schedules_pause", schedule_id, tenant)
 
     async def resume(self, *, schedule_id: UUID, tenant: str | None) -> Schedule:
         """Unpause; the next run is the first tick after now (paused ticks never run).
@@ -280,13 +277,7 @@ class ScheduleStore:
             )
 
     async def delete(self, *, schedule_id: UUID, tenant: str | None) -> Schedule:
-        async with guarded("schedules_delete", self._config), self._pool.connection() as conn:
-            row = await fetch_optional(
-                conn, Schedule, "schedules_delete", schedule_id=schedule_id, tenant=tenant
-            )
-        if row is None:
-            raise UnknownSchedule(schedule=schedule_id)
-        return row
+        return await self._one("schedules_delete", schedule_id, tenant)
 
     async def next_due_seconds(self) -> float | None:
         """Seconds until the earliest unpaused schedule is due (None: there is none)."""

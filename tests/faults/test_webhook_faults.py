@@ -9,10 +9,7 @@ import base64
 import json
 import os
 import signal
-from collections.abc import AsyncIterator
 from uuid import UUID
-
-import pytest_asyncio
 
 from stint.lab.webhook_receiver import Receiver, fail_twice_then_slow
 from stint.ops.checks import run_checks
@@ -23,15 +20,6 @@ from tests.workers import Cluster, WorkerProc, fetch
 
 WEBHOOK_KEY = base64.b64encode(os.urandom(32)).decode()
 TIMEOUT_SECONDS = 1.0
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def receiver() -> AsyncIterator[Receiver]:
-    started = await Receiver().start()
-    try:
-        yield started
-    finally:
-        await started.stop()
 
 
 def _start(cluster: Cluster, failpoints: str = "", slots: int = 2) -> WorkerProc:

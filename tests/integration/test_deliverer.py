@@ -7,11 +7,9 @@ import base64
 import ipaddress
 import os
 import time
-from collections.abc import AsyncIterator
 from uuid import UUID
 
 import pytest
-import pytest_asyncio
 
 from stint.lab.webhook_receiver import Receiver, fail_twice_then_slow
 from stint.postgres.scratch import ScratchTarget
@@ -43,15 +41,6 @@ def _plan(**overrides: object) -> DeliveryPlan:
     }
     fields.update(overrides)
     return DeliveryPlan(**fields)  # type: ignore[arg-type]
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def receiver() -> AsyncIterator[Receiver]:
-    started = await Receiver().start()
-    try:
-        yield started
-    finally:
-        await started.stop()
 
 
 async def _endpoint(db: ScratchTarget, pool: Pool, url: str) -> tuple[UUID, str]:
@@ -124,35 +113,25 @@ async def test_each_delivery_is_processed_once_through_failures_and_a_slow_answe
     assert errors == [None]
 
 
-async def test_the_last_failed_attempt_marks_the_delivery_failed(
-    db: ScratchTarget, pool: Pool, receiver: Receiver
+@pytest.mark.parametrize(
+    ("status", "attempts", "error"),
+    [(503, 3, "the endpoint answered 503"), (302, 1, "the endpoint answered 302")],
+    ids=["the last failed attempt fails it", "a redirect fails, never followed"],
+)
+async def test_failures_are_retried_then_the_delivery_fails(
+    db: ScratchTarget, pool: Pool, receiver: Receiver, status: int, attempts: int, error: str
 ) -> None:
     await _endpoint(db, pool, receiver.url)
-    receiver.script = lambda delivery_id, seen: (503, 0.0)
+    receiver.script = lambda delivery_id, seen: (status, 0.0)
     await _event(db, pool)
-    deliverer = _deliverer(db, pool, _plan(max_attempts=3))
+    deliverer = _deliverer(db, pool, _plan(max_attempts=attempts))
     try:
-        assert await _until_settled(deliverer, pool) == [("failed", 3)]
+        assert await _until_settled(deliverer, pool) == [("failed", attempts)]
     finally:
         await deliverer.close()
-    [(code, error)] = await fetch(
-        pool, "SELECT last_status_code, last_error FROM webhook_deliveries"
-    )
-    assert (code, error) == (503, "the endpoint answered 503")
-
-
-async def test_a_redirect_is_a_failure_never_followed(
-    db: ScratchTarget, pool: Pool, receiver: Receiver
-) -> None:
-    await _endpoint(db, pool, receiver.url)
-    receiver.script = lambda delivery_id, seen: (302, 0.0)
-    await _event(db, pool)
-    deliverer = _deliverer(db, pool, _plan(max_attempts=1))
-    try:
-        assert await _until_settled(deliverer, pool) == [("failed", 1)]
-    finally:
-        await deliverer.close()
-    assert len(receiver.requests) == 1
+    rows = await fetch(pool, "SELECT last_status_code, last_error FROM webhook_deliveries")
+    assert rows == [(status, error)]
+    assert len(receiver.requests) == attempts  # one request per attempt: no redirect followed
 
 
 async def test_private_addresses_are_refused_unless_allowed(

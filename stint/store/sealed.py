@@ -18,9 +18,6 @@ import secrets
 from dataclasses import dataclass
 from uuid import UUID
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from stint.store.errors import ConfigError, StoreError
 
 __all__ = ["SECRET_PREFIX", "SealedSecret", "SecretUnreadable", "WebhookKey", "new_secret"]
@@ -61,6 +58,9 @@ class WebhookKey:
                 "(make one: python3 -c 'import os,base64;print(base64.b64encode(os.urandom(32))"
                 ".decode())')"
             )
+        # Imported here: a process without a webhook key never loads cryptography (9 MiB).
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._aead = AESGCM(raw)
         self.key_id = hashlib.sha256(b"stint-webhook-key:" + raw).hexdigest()[:16]
 
@@ -80,6 +80,8 @@ class WebhookKey:
                 sealed_with=sealed.key_id,
                 this_key=self.key_id,
             )
+        from cryptography.exceptions import InvalidTag
+
         nonce, body = sealed.cipher[:_NONCE_BYTES], sealed.cipher[_NONCE_BYTES:]
         try:
             return self._aead.decrypt(nonce, body, endpoint_id.bytes).decode()

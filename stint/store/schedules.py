@@ -27,7 +27,6 @@ from stint.store.client import enqueue_in
 from stint.store.config import StoreConfig
 from stint.store.errors import (
     AdmissionRefused,
-    IdempotencyConflict,
     InvalidInput,
     NameTaken,
     SessionBusy,
@@ -38,7 +37,7 @@ from stint.store.fetch import execute, fetch_all, fetch_one, fetch_optional
 from stint.store.models import Row, SessionRecord
 from stint.store.pool import Pool
 from stint.store.timetable import Timetable
-from stint.store.translate import guarded
+from stint.store.translate import guarded, translated
 from stint.store.vocabulary import BusyStrategy, TickOutcome
 
 __all__ = [
@@ -374,22 +373,25 @@ class ScheduleStore:
         tick's recorded outcome."""
         key = tick_key(schedule.id, tick_at)
         try:
-            async with conn.transaction():
-                result = await enqueue_in(
-                    conn,
-                    self._config,
-                    session_id=schedule.session_id,
-                    idempotency_key=key,
-                    turn_input=schedule.input,
-                    tenant=schedule.tenant,
-                    pin=schedule.pin,
-                    timeout_seconds=schedule.timeout_seconds,
-                    busy=schedule.busy,
-                    session_key=key if schedule.session_id is None else None,
-                )
+            # translated: a value PostgreSQL refuses is this tick's refusal (InvalidInput),
+            # not a failed pass that would stop every schedule behind this one.
+            with translated("schedule_tick"):
+                async with conn.transaction():
+                    result = await enqueue_in(
+                        conn,
+                        self._config,
+                        session_id=schedule.session_id,
+                        idempotency_key=key,
+                        turn_input=schedule.input,
+                        tenant=schedule.tenant,
+                        pin=schedule.pin,
+                        timeout_seconds=schedule.timeout_seconds,
+                        busy=schedule.busy,
+                        session_key=key if schedule.session_id is None else None,
+                    )
         except SessionBusy as exc:
             return _TickResult(TickOutcome.BUSY, schedule.session_id, None, exc.message)
-        except (AdmissionRefused, UnknownSession, IdempotencyConflict) as exc:
+        except (AdmissionRefused, InvalidInput) as exc:
             return _TickResult(TickOutcome.REFUSED, schedule.session_id, None, str(exc)[:500])
         return _TickResult(TickOutcome.ENQUEUED, result.session_id, result.turn_id, None)
 

@@ -151,13 +151,14 @@ def _chores(
 
 @asynccontextmanager
 async def _background_pool(settings: Settings, config: StoreConfig) -> AsyncIterator[Pool | None]:
-    """The schedules' and webhooks' own pool (two connections, opened lazily), apart from
-    the slots' pool, so neither ever takes or waits for a connection a turn needs; None
-    when this worker runs neither."""
+    """The schedules' and webhooks' own pool (at most two connections, each opened when
+    first needed), apart from the slots' pool, so neither ever takes or waits for a
+    connection a turn needs, and a full or unreachable server never stops the worker's
+    start for them; None when this worker runs neither."""
     if not settings.schedule_poll_seconds and not settings.webhook_poll_seconds:
         yield None
         return
-    pool = await open_pool(config, ROLE_BACKGROUND, min_size=0, max_size=2)
+    pool = await open_pool(config, ROLE_BACKGROUND, min_size=0, max_size=2, wait=False)
     try:
         yield pool
     finally:

@@ -19,6 +19,7 @@ from _pytest.config import Config
 from _pytest.nodes import Item
 
 from stint.lab.interrupt import sigterm_as_interrupt
+from stint.lab.webhook_receiver import Receiver
 from stint.postgres.scratch import ScratchDatabases, ScratchSchemas, ScratchTarget
 from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
 from stint.store.config import ROLE_CLI, StoreConfig
@@ -121,3 +122,13 @@ def cluster(db: ScratchTarget, workspace: Path, tmp_path: Path) -> Iterator[Clus
         yield running
     finally:
         running.stop_all()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def receiver() -> AsyncIterator[Receiver]:
+    """A webhook receiver on a loopback port, in the test's event loop."""
+    started = await Receiver().start()
+    try:
+        yield started
+    finally:
+        await started.stop()

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from stint.api import events, health, metrics, sessions
+from stint.api import events, health, metrics, schedules, sessions, webhooks
 from stint.api.budget import ByteBudget
 from stint.api.busy import RequestLimit
 from stint.api.dashboard.pages import install_dashboard
@@ -36,7 +36,10 @@ from stint.store.dashboard import DashboardStore
 from stint.store.dashboard_sessions import DashboardSessionStore
 from stint.store.keys import KeyStore
 from stint.store.pool import open_pool
+from stint.store.schedules import ScheduleStore
+from stint.store.sealed import WebhookKey
 from stint.store.stats import StatsStore
+from stint.store.webhooks import WebhookStore
 from stint.telemetry.metrics import ApiMetrics, ApiState
 
 __all__ = ["create_app"]
@@ -78,6 +81,9 @@ def _lifespan(settings: Settings, config: StoreConfig) -> Any:
                     budget=ByteBudget(settings.api_stream_budget_bytes),
                 ),
                 dashboard_sessions=DashboardSessionStore(config, pool),
+                schedules=ScheduleStore(config, pool),
+                webhooks=WebhookStore(config, pool),
+                webhook_key=_webhook_key(settings),
             )
             yield
         finally:
@@ -87,6 +93,11 @@ def _lifespan(settings: Settings, config: StoreConfig) -> Any:
             await pool.close()
 
     return lifespan
+
+
+def _webhook_key(settings: Settings) -> WebhookKey | None:
+    encoded = settings.webhook_key.get_secret_value()
+    return WebhookKey(encoded) if encoded else None
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -127,6 +138,8 @@ def create_app(settings: Settings, config: StoreConfig) -> FastAPI:
     app.include_router(health.router, tags=["health"])
     app.include_router(sessions.router, tags=["sessions"], dependencies=strict)
     app.include_router(events.router, tags=["events"], dependencies=strict)
+    app.include_router(schedules.router, tags=["schedules"], dependencies=strict)
+    app.include_router(webhooks.router, tags=["webhooks"], dependencies=strict)
     app.include_router(metrics.router)
     install_dashboard(app)
     # No redirect to the same path with a slash added: Starlette builds that

@@ -25,11 +25,14 @@ from stint.store.errors import (
     IdempotencyConflict,
     InvalidInput,
     LockTimeout,
+    NameTaken,
     NoOpenQuestion,
     QueryTimeout,
     SessionBusy,
     StoreError,
+    UnknownSchedule,
     UnknownSession,
+    UnknownWebhook,
 )
 
 __all__ = [
@@ -66,6 +69,9 @@ _TITLES = {
 # frees capacity is other turns finishing, which the API cannot foresee.
 _STORE_ERRORS: list[tuple[type[StoreError], int, bool]] = [
     (UnknownSession, 404, False),
+    (UnknownSchedule, 404, False),
+    (UnknownWebhook, 404, False),
+    (NameTaken, 409, False),
     (IdempotencyConflict, 409, False),
     (NoOpenQuestion, 409, False),
     (InvalidInput, 422, False),

@@ -20,7 +20,10 @@ from stint.store.dashboard import DashboardStore
 from stint.store.dashboard_sessions import DashboardSessionStore
 from stint.store.keys import KeyStore
 from stint.store.pool import Pool
+from stint.store.schedules import ScheduleStore
+from stint.store.sealed import WebhookKey
 from stint.store.stats import StatsStore
+from stint.store.webhooks import WebhookStore
 
 __all__ = ["Services", "services"]
 
@@ -43,6 +46,9 @@ class Services:
     stats: StatsStore
     stream_limits: StreamLimits
     dashboard_sessions: DashboardSessionStore
+    schedules: ScheduleStore
+    webhooks: WebhookStore
+    webhook_key: WebhookKey | None  # None: STINT_WEBHOOK_KEY unset, no endpoint can be made
 
 
 def services(request: Request) -> Services:

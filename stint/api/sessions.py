@@ -40,7 +40,7 @@ from stint.store.vocabulary import ControlAction, SessionStatus
 from stint.telemetry.names import SPAN_ENQUEUE
 from stint.telemetry.tracing import current_traceparent, span
 
-__all__ = ["router", "session_or_404"]
+__all__ = ["router", "session_or_404", "within_input_limit"]
 
 router = APIRouter(prefix="/v1")
 
@@ -75,7 +75,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, UUID]:
         raise ApiProblem(400, "cursor is not one this API gave out") from None
 
 
-def _within_input_limit(svc: Services, value: Any, what: str) -> None:
+def within_input_limit(svc: Services, value: Any, what: str) -> None:
     try:
         check_value_size(value, max_bytes=svc.settings.max_input_bytes, what=what)
     except InputTooLarge as exc:
@@ -171,7 +171,7 @@ async def enqueue_turn(
         ),
     ] = None,
 ) -> TurnQueued:
-    _within_input_limit(svc, body.input, "input")
+    within_input_limit(svc, body.input, "input")
     with span(SPAN_ENQUEUE, parent=traceparent, session_id=str(session_id)):
         result = await svc.client.turns_enqueue(
             session_id=session_id,
@@ -316,7 +316,7 @@ async def interrupt(
     summary="Answer a parked turn's question; the turn resumes",
 )
 async def answer(session_id: UUID, body: AnswerCreate, caller: Writer, svc: Svc) -> AnswerOut:
-    _within_input_limit(svc, body.answer, "answer")
+    within_input_limit(svc, body.answer, "answer")
     answered = await svc.controls.answer(
         session_id=session_id,
         step_key=body.step_key,

@@ -8,6 +8,7 @@ message naming the variable and what it accepts.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +29,7 @@ from stint.errors import StintError
 from stint.store.config import StoreConfig, validate_role_name, validate_schema_name
 from stint.store.conninfo import parse_conninfo
 from stint.store.errors import ConfigError
+from stint.store.sealed import WebhookKey
 
 __all__ = [
     "Settings",
@@ -39,7 +41,7 @@ __all__ = [
 ]
 
 _DEFAULT_HARNESS = "stint.worker.scripted:harness"
-_SECRET_FIELDS = frozenset({"database_url", "model_api_key"})
+_SECRET_FIELDS = frozenset({"database_url", "model_api_key", "webhook_key"})
 
 
 class SettingsError(StintError):
@@ -339,25 +341,100 @@ class Settings(BaseSettings):
         64, ge=1, le=512, description="deepest JSON nesting accepted in a turn input or answer"
     )
 
+    # Schedules and webhooks (run by every worker; docs/guide/schedules-webhooks.md).
+    schedule_poll_seconds: float = Field(
+        1.0,
+        ge=0,
+        le=60,
+        description="longest a worker's scheduler waits between looks for due schedules; "
+        "0: this worker runs no schedules",
+    )
+    schedule_grace_seconds: float = Field(
+        60.0,
+        ge=1,
+        le=86_400,
+        description="a tick this many seconds late still runs; older ticks are missed and only "
+        "each schedule's catch-up count of them runs",
+    )
+    webhook_key: SecretStr = Field(
+        SecretStr(""),
+        description="32 random bytes in base64 that seal webhook signing secrets at rest; "
+        "without it no webhook endpoint is created and workers deliver none",
+    )
+    webhook_key_file: Path | None = Field(
+        None, description="file holding STINT_WEBHOOK_KEY (not with STINT_WEBHOOK_KEY)"
+    )
+    webhook_poll_seconds: float = Field(
+        1.0,
+        ge=0,
+        le=60,
+        description="longest a worker's deliverer waits between looks for due deliveries; "
+        "0: this worker delivers no webhooks",
+    )
+    webhook_concurrency: int = Field(
+        4, ge=1, le=256, description="webhook requests one worker has in flight at most"
+    )
+    webhook_timeout_seconds: float = Field(
+        10.0, ge=0.5, le=300, description="seconds one webhook request may take in all"
+    )
+    webhook_retry_seconds: float = Field(
+        5.0,
+        ge=0.01,
+        le=3600,
+        description="wait before a delivery's first retry; doubled on each retry after",
+    )
+    webhook_retry_max_seconds: float = Field(
+        3600.0, ge=0.01, le=86_400, description="longest wait between two attempts"
+    )
+    webhook_max_attempts: int = Field(
+        12, ge=1, le=100, description="attempts per delivery before it is marked failed"
+    )
+    webhook_disable_after_seconds: float = Field(
+        432_000.0,
+        ge=1,
+        le=31_622_400,
+        description="an endpoint whose every delivery failed for this long is disabled (5 days)",
+    )
+    webhook_allowed_networks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="CIDRs webhooks may be delivered to although private or loopback "
+        "(comma-separated); public addresses are always allowed",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _url_from_file(cls, data: Any) -> Any:
         """STINT_DATABASE_URL_FILE: read the URL from a file (never both)."""
-        if not isinstance(data, dict) or not data.get("database_url_file"):
-            return data
-        if data.get("database_url"):
-            raise ValueError(
-                "set STINT_DATABASE_URL or STINT_DATABASE_URL_FILE (or --database-url), not both"
-            )
-        path = Path(data["database_url_file"])
-        try:
-            text = path.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise ValueError(f"STINT_DATABASE_URL_FILE={path}: cannot read it: {why}") from None
-        if not text:
-            raise ValueError(f"STINT_DATABASE_URL_FILE={path}: the file is empty")
-        return {**data, "database_url": text}
+        return _from_file(data, "database_url", "STINT_DATABASE_URL", also=" (or --database-url)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _webhook_key_from_file(cls, data: Any) -> Any:
+        """STINT_WEBHOOK_KEY_FILE: read the webhook key from a file (never both)."""
+        return _from_file(data, "webhook_key", "STINT_WEBHOOK_KEY")
+
+    @field_validator("webhook_key")
+    @classmethod
+    def _usable_webhook_key(cls, value: SecretStr) -> SecretStr:
+        text = value.get_secret_value().strip()
+        if text:
+            try:
+                WebhookKey(text)
+            except ConfigError as exc:
+                raise ValueError(exc.message) from None
+        return SecretStr(text)
+
+    @field_validator("webhook_allowed_networks", mode="before")
+    @classmethod
+    def _split_networks(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [p.strip() for p in value.split(",") if p.strip()]
+        for item in value:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item[:60]!r} is not a CIDR such as 10.0.0.0/8") from None
+        return value
 
     @field_validator("database_url")
     @classmethod
@@ -394,10 +471,13 @@ class Settings(BaseSettings):
         return value
 
     def secrets(self) -> list[str]:
-        """Values no log line may show (the database password, when the URL has one)."""
+        """Values no log line may show (the database password, when the URL has one; the
+        webhook key)."""
         url = self.database_url.get_secret_value()
         password = parse_conninfo(url).password if url else None
-        return [password] if password else []
+        hidden = [password] if password else []
+        webhook_key = self.webhook_key.get_secret_value()
+        return [*hidden, webhook_key] if webhook_key else hidden
 
     def store_config(self, conninfo: str) -> StoreConfig:
         """The store's view of these settings, for a resolved connection string."""
@@ -410,6 +490,24 @@ class Settings(BaseSettings):
             connect_timeout=self.connect_timeout,
             reconnect_max=self.reconnect_max_seconds,
         )
+
+
+def _from_file(data: Any, field: str, variable: str, *, also: str = "") -> Any:
+    """The container convention for secrets: ``<field>_file`` names a file holding the
+    value of ``field`` (refused when both are given, or the file is unreadable or empty)."""
+    if not isinstance(data, dict) or not data.get(f"{field}_file"):
+        return data
+    if data.get(field):
+        raise ValueError(f"set {variable} or {variable}_FILE{also}, not both")
+    path = Path(data[f"{field}_file"])
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ValueError(f"{variable}_FILE={path}: cannot read it: {why}") from None
+    if not text:
+        raise ValueError(f"{variable}_FILE={path}: the file is empty")
+    return {**data, field: text}
 
 
 def env_name(field_name: str) -> str:

@@ -180,6 +180,34 @@ def _turn_checks(db: DatabaseEvidence, *, quiesced: bool) -> list[Check]:
     return checks
 
 
+def _automation_checks(db: DatabaseEvidence) -> list[Check]:
+    """Schedules: no tick run twice, none lost once recorded. Webhooks: every event of a
+    subscribed kind has its outbox row, and one only."""
+    totals = db.automation_totals
+    return [
+        Check(
+            "no_tick_twice",
+            not db.tick_duplicates,
+            {"ticks": totals.get("ticks", 0), "duplicates": db.tick_duplicates[:_LISTED]},
+        ),
+        Check(
+            "no_tick_lost",
+            not db.tick_turns_missing,
+            {"recorded_without_turn": db.tick_turns_missing[:_LISTED]},
+        ),
+        Check(
+            "outbox_complete",
+            not db.outbox_missing and not db.delivery_duplicates,
+            {
+                "deliveries": totals.get("deliveries", 0),
+                "pending": totals.get("pending_deliveries", 0),
+                "events_without_delivery": db.outbox_missing[:_LISTED],
+                "events_delivered_twice": db.delivery_duplicates[:_LISTED],
+            },
+        ),
+    ]
+
+
 async def run_checks(
     pool: Pool,
     *,
@@ -194,7 +222,11 @@ async def run_checks(
     then no session may have retried more often than that. ``stranded_grace``:
     how long a leased session may go without a running turn."""
     db = await collect_evidence(pool, stranded_grace=stranded_grace)
-    checks = [*_turn_checks(db, quiesced=quiesced), *_effect_checks(db, journals)]
+    checks = [
+        *_turn_checks(db, quiesced=quiesced),
+        *_effect_checks(db, journals),
+        *_automation_checks(db),
+    ]
     if faults is not None:
         checks.append(_attempts_check(db, faults))
     return CheckReport(checks)

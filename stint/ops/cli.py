@@ -1,6 +1,6 @@
 """``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
-status, check, size, embedded, keys, quota, admission, api; the demo is
-``stint-lab demo``).
+status, check, size, embedded, keys, quota, admission, schedule, webhook, api; the demo
+is ``stint-lab demo``).
 
 Exit codes, the same for every command: 0 done; 1 a failure (the database, a
 failed check); 2 bad input or configuration (one line on stderr, nothing
@@ -60,9 +60,11 @@ from stint.ops.inputs import (
     read_text,
 )
 from stint.ops.quota_cli import add_quota_parser
+from stint.ops.schedule_cli import add_schedule_parser
 from stint.ops.show import session_json, turn_of_session_json
 from stint.ops.size_cli import add_size_parser
 from stint.ops.status import mcp_listing, render_status
+from stint.ops.webhook_cli import add_webhook_parser
 from stint.store.admission import AdmissionStore
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
@@ -557,6 +559,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_quota_parser(sub)
     add_admission_parser(sub).set_defaults(run=cmd_admission)
+    add_schedule_parser(sub)
+    add_webhook_parser(sub)
 
     p = sub.add_parser(
         "api",

@@ -119,6 +119,22 @@ COMMANDS: Mapping[str, ExitCodes] = {
         (EXIT_OK, "done (prints the limits as JSON)"),
         (EXIT_BAD_INPUT, "a bad value, tenant or combination of flags; nothing written"),
     ),
+    "schedule": (
+        (EXIT_OK, "done (create, show, pause, resume, delete print the schedule as JSON)"),
+        (
+            EXIT_BAD_INPUT,
+            "a bad cron expression, interval, time zone, name or input, a name already taken, "
+            "an unknown session, or an unknown schedule id; nothing written",
+        ),
+    ),
+    "webhook": (
+        (EXIT_OK, "done (create prints the signing secret once)"),
+        (
+            EXIT_BAD_INPUT,
+            "a bad URL, event kind or tenant, no STINT_WEBHOOK_KEY to seal the secret with, or "
+            "an unknown webhook id; nothing written",
+        ),
+    ),
     "api": (
         (EXIT_OK, "stopped by SIGTERM or SIGINT (open streams ended)"),
         (EXIT_FAILED, "cannot run (the database, a port taken)"),

@@ -7,9 +7,13 @@ tests run that same checker, so every run is judged the same way.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID
+
+from psycopg import AsyncConnection
+from psycopg.rows import TupleRow
 
 from stint.store.fetch import execute, fetch_all, fetch_one
 from stint.store.models import Row
@@ -115,6 +119,13 @@ class DatabaseEvidence:
     attempts: dict[UUID, int]
     # Sessions retention pruned turns from, with the turns they still have.
     kept_turns: dict[UUID, set[UUID]]
+    # Schedules and webhooks (checks_automation.sql): ticks run twice or lost, events of
+    # a subscribed kind without their outbox row, an event delivered under two ids.
+    tick_duplicates: list[dict[str, object]] = field(default_factory=list)
+    tick_turns_missing: list[dict[str, object]] = field(default_factory=list)
+    outbox_missing: list[dict[str, object]] = field(default_factory=list)
+    delivery_duplicates: list[dict[str, object]] = field(default_factory=list)
+    automation_totals: dict[str, int] = field(default_factory=dict)
 
 
 def _plain(row: Any) -> dict[str, Any]:
@@ -141,6 +152,7 @@ async def collect_evidence(pool: Pool, *, stranded_grace: float = 5.0) -> Databa
                 conn, _StrandedLease, "checks_stranded_leases", grace_seconds=stranded_grace
             )
             kept = await fetch_all(conn, _KeptTurn, "checks_turns_of_pruned_sessions")
+            automation = await _automation_evidence(conn)
     return DatabaseEvidence(
         sessions_with_events=totals.sessions_with_events,
         events=totals.events,
@@ -154,7 +166,60 @@ async def collect_evidence(pool: Pool, *, stranded_grace: float = 5.0) -> Databa
         zombie_writes=[_plain(z) for z in zombies],
         attempts={a.session_id: a.attempts for a in attempts},
         kept_turns=_group(kept),
+        **automation,
     )
+
+
+@dataclass(frozen=True)
+class _TickDuplicate:
+    key: str
+    turns: int
+
+
+@dataclass(frozen=True)
+class _TickTurnMissing:
+    schedule_id: UUID
+    tick_at: datetime
+    turn_id: UUID | None
+
+
+@dataclass(frozen=True)
+class _OutboxMissing:
+    endpoint_id: UUID
+    session_id: UUID
+    seq: int
+    kind: str
+
+
+@dataclass(frozen=True)
+class _DeliveryDuplicate:
+    endpoint_id: UUID
+    session_id: UUID
+    seq: int
+    deliveries: int
+
+
+@dataclass(frozen=True)
+class _AutomationTotals:
+    ticks: int
+    deliveries: int
+    pending_deliveries: int
+
+
+async def _automation_evidence(conn: AsyncConnection[TupleRow]) -> dict[str, Any]:
+    """Schedules' and webhooks' evidence, in the caller's snapshot."""
+    duplicates = await fetch_all(conn, _TickDuplicate, "checks_tick_duplicates")
+    lost = await fetch_all(conn, _TickTurnMissing, "checks_tick_turns_missing")
+    missing = await fetch_all(conn, _OutboxMissing, "checks_outbox_missing")
+    twice = await fetch_all(conn, _DeliveryDuplicate, "checks_delivery_duplicates")
+    totals = await fetch_one(conn, _AutomationTotals, "checks_automation_totals")
+    return {
+        "tick_duplicates": [_plain(d) for d in duplicates],
+        "tick_turns_missing": [_plain(m) for m in lost],
+        "outbox_missing": [_plain(m) for m in missing],
+        "delivery_duplicates": [_plain(d) for d in twice],
+        "automation_totals": asdict(totals),
+    }
 
 
 def _group(rows: list[_KeptTurn]) -> dict[UUID, set[UUID]]:

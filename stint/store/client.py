@@ -42,7 +42,7 @@ from stint.store.pool import Pool
 from stint.store.translate import guarded
 from stint.store.vocabulary import BusyStrategy, ControlAction, SessionStatus, TurnStatus
 
-__all__ = ["ClientStore"]
+__all__ = ["ClientStore", "enqueue_in"]
 
 # A worker row without a recorded lease (written before migration 0004) is live
 # while its heartbeat is younger than this.
@@ -124,6 +124,100 @@ async def _keyed_session(
     return found.id
 
 
+async def enqueue_in(
+    conn: AsyncConnection[TupleRow],
+    config: StoreConfig,
+    *,
+    session_id: UUID | None,
+    idempotency_key: str,
+    turn_input: dict[str, Any],
+    tenant: str | None = None,
+    pin: str | None = None,
+    timeout_seconds: float | None = None,
+    busy: BusyStrategy = BusyStrategy.ENQUEUE,
+    within_tenant: str | None = None,
+    session_key: str | None = None,
+    traceparent: str | None = None,
+) -> EnqueueResult:
+    """The enqueue's statements, inside the caller's transaction (``ClientStore.turns_enqueue``
+    explains them); a schedule's tick runs them in the transaction that records the tick."""
+    busy = BusyStrategy(busy)
+    payload = Jsonb(turn_input)
+    new: _NewSession | None = None
+    if session_id is None:
+        new = await fetch_optional(
+            conn,
+            _NewSession,
+            "sessions_create",
+            tenant=tenant,
+            pin=pin,
+            creation_key=session_key,
+        )
+    if new is not None:
+        sid = new.id
+        locked = _LockedSession(tenant, 0, 0, None, False)
+    else:
+        # An existing session, or a retry whose key already created one.
+        sid = session_id or await _keyed_session(conn, tenant=tenant, pin=pin, key=session_key)
+        found = await fetch_optional(
+            conn,
+            _LockedSession,
+            "sessions_lock_for_enqueue",
+            session_id=sid,
+            tenant=within_tenant,
+        )
+        if found is None:
+            raise UnknownSession(session=sid)
+        locked = found
+        existing = await fetch_optional(
+            conn,
+            _KeyedTurn,
+            "turns_find_by_key",
+            session_id=sid,
+            idempotency_key=idempotency_key,
+            input=payload,
+            timeout_seconds=timeout_seconds,
+            busy=str(busy),
+        )
+        if existing is not None:
+            if not existing.same_input:
+                raise IdempotencyConflict(session=sid, idempotency_key=idempotency_key)
+            return EnqueueResult(sid, existing.id, existing.seq, created=False)
+    queued = locked.queued_turns
+    limits = await effective_limits(conn, tenant=locked.tenant)
+    check_session_queue(limits, session_id=sid, queued=queued, tenant=locked.tenant)
+    if queued and busy is BusyStrategy.REJECT:
+        raise SessionBusy(
+            f"session busy ({queued} turn(s) in progress or queued); nothing was written"
+        )
+    await admit(conn, limits, tenant=locked.tenant, activates=not queued)
+    inserted = await fetch_one(
+        conn,
+        _NewTurn,
+        "turns_insert",
+        session_id=sid,
+        seq=locked.last_turn_seq + 1,
+        idempotency_key=idempotency_key,
+        input=payload,
+        timeout_seconds=timeout_seconds,
+        traceparent=traceparent,
+        busy=str(busy),
+        work_channel=config.work_channel,
+    )
+    if queued and busy is BusyStrategy.INTERRUPT:
+        await stop_active_turn(
+            conn,
+            config,
+            session_id=sid,
+            action=ControlAction.INTERRUPT,
+            reason="new input",
+            turn_id=None,
+            lease_owner=locked.lease_owner,
+            lease_live=bool(locked.lease_live),
+        )
+    return EnqueueResult(sid, inserted.id, inserted.seq, created=True)
+
+
 @dataclass(frozen=True)
 class _Capacity:
     live_workers: int
@@ -171,88 +265,25 @@ class ClientStore:
         created. ``traceparent`` (the producer's W3C trace context) is stored with
         the turn, so the worker's span for it continues the producer's trace.
         """
-        busy = BusyStrategy(busy)
-        payload = Jsonb(turn_input)
         async with (
             guarded("turns_enqueue", self._config),
             self._pool.connection() as conn,
             conn.transaction(),
         ):
-            new: _NewSession | None = None
-            if session_id is None:
-                new = await fetch_optional(
-                    conn,
-                    _NewSession,
-                    "sessions_create",
-                    tenant=tenant,
-                    pin=pin,
-                    creation_key=session_key,
-                )
-            if new is not None:
-                sid = new.id
-                locked = _LockedSession(tenant, 0, 0, None, False)
-            else:
-                # An existing session, or a retry whose key already created one.
-                sid = session_id or await _keyed_session(
-                    conn, tenant=tenant, pin=pin, key=session_key
-                )
-                found = await fetch_optional(
-                    conn,
-                    _LockedSession,
-                    "sessions_lock_for_enqueue",
-                    session_id=sid,
-                    tenant=within_tenant,
-                )
-                if found is None:
-                    raise UnknownSession(session=sid)
-                locked = found
-                existing = await fetch_optional(
-                    conn,
-                    _KeyedTurn,
-                    "turns_find_by_key",
-                    session_id=sid,
-                    idempotency_key=idempotency_key,
-                    input=payload,
-                    timeout_seconds=timeout_seconds,
-                    busy=str(busy),
-                )
-                if existing is not None:
-                    if not existing.same_input:
-                        raise IdempotencyConflict(session=sid, idempotency_key=idempotency_key)
-                    return EnqueueResult(sid, existing.id, existing.seq, created=False)
-            queued = locked.queued_turns
-            limits = await effective_limits(conn, tenant=locked.tenant)
-            check_session_queue(limits, session_id=sid, queued=queued, tenant=locked.tenant)
-            if queued and busy is BusyStrategy.REJECT:
-                raise SessionBusy(
-                    f"session busy ({queued} turn(s) in progress or queued); nothing was written"
-                )
-            await admit(conn, limits, tenant=locked.tenant, activates=not queued)
-            inserted = await fetch_one(
+            return await enqueue_in(
                 conn,
-                _NewTurn,
-                "turns_insert",
-                session_id=sid,
-                seq=locked.last_turn_seq + 1,
+                self._config,
+                session_id=session_id,
                 idempotency_key=idempotency_key,
-                input=payload,
+                turn_input=turn_input,
+                tenant=tenant,
+                pin=pin,
                 timeout_seconds=timeout_seconds,
+                busy=busy,
+                within_tenant=within_tenant,
+                session_key=session_key,
                 traceparent=traceparent,
-                busy=str(busy),
-                work_channel=self._config.work_channel,
             )
-            if queued and busy is BusyStrategy.INTERRUPT:
-                await stop_active_turn(
-                    conn,
-                    self._config,
-                    session_id=sid,
-                    action=ControlAction.INTERRUPT,
-                    reason="new input",
-                    turn_id=None,
-                    lease_owner=locked.lease_owner,
-                    lease_live=bool(locked.lease_live),
-                )
-            return EnqueueResult(sid, inserted.id, inserted.seq, created=True)
 
     async def sessions_create(self, *, tenant: str | None = None, pin: str | None = None) -> UUID:
         """A new idle session with no turns (load tests seed these before the burst)."""

@@ -11,6 +11,7 @@ __all__ = [
     "ROLE_API",
     "ROLE_API_FOLLOW",
     "ROLE_API_LISTEN",
+    "ROLE_BACKGROUND",
     "ROLE_CLI",
     "ROLE_LISTEN",
     "ROLE_WORKER",
@@ -21,6 +22,8 @@ __all__ = [
 
 ROLE_WORKER = "stint-worker-pool"
 ROLE_LISTEN = "stint-worker-listen"
+# A worker's schedules and webhook deliveries: a pool of their own, apart from the slots'.
+ROLE_BACKGROUND = "stint-worker-background"
 ROLE_CLI = "stint-cli"
 # The API process: request handlers, followers' catch-up reads, its one LISTEN.
 ROLE_API = "stint-api"

@@ -26,6 +26,7 @@ __all__ = [
     "LockTimeout",
     "MigrationChecksumMismatch",
     "MigrationError",
+    "NameTaken",
     "NoOpenQuestion",
     "PostgresBinariesNotFound",
     "QueryTimeout",
@@ -33,8 +34,10 @@ __all__ = [
     "QuotaScopeUnknown",
     "SessionBusy",
     "StoreError",
+    "UnknownSchedule",
     "UnknownSession",
     "UnknownTurn",
+    "UnknownWebhook",
     "UnstorableJson",
     "WorkerIdInUse",
 ]
@@ -113,6 +116,18 @@ class UnknownTurn(InvalidInput):
 
 class AnswerConflict(InvalidInput):
     """This question was already answered with a different value; nothing was written."""
+
+
+class UnknownSchedule(InvalidInput):
+    """No schedule with this id exists (for this tenant); nothing was written."""
+
+
+class UnknownWebhook(InvalidInput):
+    """No webhook endpoint with this id exists (for this tenant); nothing was written."""
+
+
+class NameTaken(InvalidInput):
+    """The tenant already has a schedule with this name; nothing was written."""
 
 
 class WorkerIdInUse(StoreError):

@@ -248,9 +248,15 @@ async def wait_for_database(
     return False
 
 
-async def open_pool(config: StoreConfig, role: str, *, min_size: int, max_size: int) -> Pool:
-    """Open a pool once the server is known to accept us, and wait for its first connection."""
-    await wait_reachable(config, role)
+async def open_pool(
+    config: StoreConfig, role: str, *, min_size: int, max_size: int, wait: bool = True
+) -> Pool:
+    """Open a pool once the server is known to accept us, and wait for its first connection.
+    ``wait=False`` (with ``min_size=0``): connect nothing now, each connection when first
+    needed; a service on such a pool meets an unreachable or full server as a failed
+    statement it retries, not as a failed start."""
+    if wait:
+        await wait_reachable(config, role)
     settings = session_settings(config)
 
     async def configure(conn: AsyncConnection[TupleRow]) -> None:
@@ -270,7 +276,7 @@ async def open_pool(config: StoreConfig, role: str, *, min_size: int, max_size: 
     )
     with translated(f"open pool {role}"):
         try:
-            await pool.open(wait=True, timeout=config.connect_timeout)
+            await pool.open(wait=wait, timeout=config.connect_timeout)
         except BaseException:
             await pool.close()
             raise

@@ -105,3 +105,15 @@ class RetentionStore:
         async with guarded("journals_unused", self._config), self._pool.connection() as conn:
             rows = await fetch_all(conn, _Session, "journals_unused", **params)
         return {r.session_id for r in rows}
+
+    async def prune_schedule_ticks(self, *, horizon_seconds: float, batch: int) -> int:
+        """One batch of schedule ticks recorded before the horizon."""
+        params = {"horizon_seconds": horizon_seconds, "batch": batch}
+        async with guarded("prune_schedule_ticks", self._config), self._pool.connection() as c:
+            return (await fetch_one(c, _Count, "prune_schedule_ticks", **params)).count
+
+    async def prune_webhook_deliveries(self, *, horizon_seconds: float, batch: int) -> int:
+        """One batch of webhook deliveries made before the horizon, whatever their status."""
+        params = {"horizon_seconds": horizon_seconds, "batch": batch}
+        async with guarded("prune_webhook_deliveries", self._config), self._pool.connection() as c:
+            return (await fetch_one(c, _Count, "prune_webhook_deliveries", **params)).count

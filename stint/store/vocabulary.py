@@ -17,12 +17,14 @@ __all__ = [
     "AdmissionLimit",
     "BusyStrategy",
     "ControlAction",
+    "DeliveryStatus",
     "EventDoc",
     "EventKind",
     "QuotaState",
     "SessionStatus",
     "StepKind",
     "StepStatus",
+    "TickOutcome",
     "TurnStatus",
     "WorkerState",
 ]
@@ -126,6 +128,23 @@ class BusyStrategy(StrEnum):
     ENQUEUE = "enqueue"
     REJECT = "reject"
     INTERRUPT = "interrupt"
+
+
+class TickOutcome(StrEnum):
+    """``schedule_ticks.outcome``: what a schedule's tick did."""
+
+    ENQUEUED = "enqueued"
+    BUSY = "busy"  # the session had a turn in progress and the schedule says reject
+    REFUSED = "refused"  # an admission limit or a missing session refused the turn
+
+
+class DeliveryStatus(StrEnum):
+    """``webhook_deliveries.status``: pending until a 2xx (delivered) or the last attempt
+    (failed)."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
 
 
 class EventKind(StrEnum):

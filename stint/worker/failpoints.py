@@ -15,7 +15,14 @@ import time
 
 from stint.errors import StintError
 
-__all__ = ["FAILPOINTS", "HARNESS_FAILPOINTS", "FailpointError", "configure", "failpoint"]
+__all__ = [
+    "BACKGROUND_FAILPOINTS",
+    "FAILPOINTS",
+    "HARNESS_FAILPOINTS",
+    "FailpointError",
+    "configure",
+    "failpoint",
+]
 
 FAILPOINTS = (
     "after_claim",  # the claim committed (its turns started); no slot has run
@@ -23,6 +30,14 @@ FAILPOINTS = (
     "after_effect",  # the effect is fsync'd; the step is not committed
     "after_step_commit",  # the step and its events are committed
     "after_turn_finish",  # the turn finished and the slot's next one started; neither runs
+)
+# Failpoints of the scheduler and the webhook deliverer: reached only when a schedule is
+# due or a delivery is (tests/faults/test_schedule_faults.py, test_webhook_faults.py).
+BACKGROUND_FAILPOINTS = (
+    "schedule_before_commit",  # a pass enqueued its ticks' turns; nothing is committed yet
+    "schedule_after_commit",  # a pass committed its ticks; the scheduler has not gone on
+    "webhook_after_claim",  # a delivery's attempt is claimed; no request was sent
+    "webhook_after_send",  # the receiver answered; the attempt's outcome is not recorded
 )
 # Failpoints inside a harness: reached only when that harness runs.
 HARNESS_FAILPOINTS = (
@@ -43,7 +58,7 @@ def configure(spec: str) -> None:
     _active.clear()
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, _, action = item.partition(":")
-        known = (*FAILPOINTS, *HARNESS_FAILPOINTS)
+        known = (*FAILPOINTS, *HARNESS_FAILPOINTS, *BACKGROUND_FAILPOINTS)
         if name not in known:
             raise ValueError(f"unknown failpoint {name!r}; known: {', '.join(known)}")
         kind, _, arg = action.partition(":")

@@ -24,21 +24,27 @@ from stint.config.options import (
 )
 from stint.config.settings import Settings, SettingsError, load_settings, unknown_variables
 from stint.config.target import resolve_store_config, workspace_dir
-from stint.store.config import ROLE_LISTEN, ROLE_WORKER, StoreConfig
+from stint.store.config import ROLE_BACKGROUND, ROLE_LISTEN, ROLE_WORKER, StoreConfig
 from stint.store.errors import StoreError, WorkerIdInUse
 from stint.store.listen import Listener
 from stint.store.migrate import check_schema, migrate
 from stint.store.models import QuotaScope
-from stint.store.pool import open_pool, ping, wait_for_database
+from stint.store.pool import Pool, open_pool, ping, wait_for_database
+from stint.store.schedules import ScheduleStore
+from stint.store.sealed import WebhookKey
 from stint.store.stats import StatsStore
+from stint.store.webhooks import WebhookStore
 from stint.store.worker_store import SqlWorkerStore
 from stint.telemetry.tracing import TracingUnavailable
+from stint.worker.deliverer import Deliverer, DeliveryPlan
+from stint.worker.egress import parse_networks
 from stint.worker.failpoints import configure as configure_failpoints
 from stint.worker.harness import HarnessLoadError, close_harness, load_harness
 from stint.worker.health import Exposition, HealthServerError, HealthState, serve_health
 from stint.worker.journal import EffectJournal, private_dir
 from stint.worker.pruner import Pruner, RetentionPlan
 from stint.worker.runner import Limits
+from stint.worker.scheduler import Scheduler, SchedulerPlan
 from stint.worker.supervisor import (
     ChoreFactory,
     FailureHandler,
@@ -143,6 +149,71 @@ def _chores(
     return [pruner]
 
 
+@asynccontextmanager
+async def _background_pool(settings: Settings, config: StoreConfig) -> AsyncIterator[Pool | None]:
+    """The schedules' and webhooks' own pool (at most two connections, each opened when
+    first needed), apart from the slots' pool, so neither ever takes or waits for a
+    connection a turn needs, and a full or unreachable server never stops the worker's
+    start for them; None when this worker runs neither."""
+    if not settings.schedule_poll_seconds and not settings.webhook_poll_seconds:
+        yield None
+        return
+    pool = await open_pool(config, ROLE_BACKGROUND, min_size=0, max_size=2, wait=False)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+def _background_chores(
+    settings: Settings, config: StoreConfig, pool: Pool | None, identity: Identity
+) -> list[ChoreFactory]:
+    """The scheduler and the webhook deliverer, each unless its poll setting is 0."""
+    chores: list[ChoreFactory] = []
+    if pool is None:
+        return chores
+    if settings.schedule_poll_seconds:
+        plan = SchedulerPlan(
+            poll_seconds=settings.schedule_poll_seconds,
+            grace_seconds=settings.schedule_grace_seconds,
+        )
+
+        def scheduler(on_failure: FailureHandler) -> Scheduler:
+            return Scheduler(
+                store=ScheduleStore(config, pool),
+                plan=plan,
+                worker=identity.worker_id,
+                on_failure=on_failure,
+            )
+
+        chores.append(scheduler)
+    if settings.webhook_poll_seconds:
+        encoded = settings.webhook_key.get_secret_value()
+        key = WebhookKey(encoded) if encoded else None
+        delivery = DeliveryPlan(
+            poll_seconds=settings.webhook_poll_seconds,
+            concurrency=settings.webhook_concurrency,
+            timeout_seconds=settings.webhook_timeout_seconds,
+            retry_seconds=settings.webhook_retry_seconds,
+            retry_max_seconds=settings.webhook_retry_max_seconds,
+            max_attempts=settings.webhook_max_attempts,
+            disable_after_seconds=settings.webhook_disable_after_seconds,
+            networks=parse_networks(settings.webhook_allowed_networks),
+        )
+
+        def deliverer(on_failure: FailureHandler) -> Deliverer:
+            return Deliverer(
+                store=WebhookStore(config, pool),
+                key=key,
+                plan=delivery,
+                worker=identity.worker_id,
+                on_failure=on_failure,
+            )
+
+        chores.append(deliverer)
+    return chores
+
+
 def _plan(settings: Settings, config: StoreConfig) -> WorkerPlan:
     return WorkerPlan(
         slots=settings.slots,
@@ -215,14 +286,21 @@ async def _run_worker(
     private_dir(workspace)
     harness = load_harness(settings.harness, workspace=workspace, settings=settings)
     channels = [config.work_channel, config.control_channel]
-    async with _runtime_store(settings, config) as store:
+    async with (
+        _runtime_store(settings, config) as store,
+        _background_pool(settings, config) as background,
+    ):
+        chores = [
+            *_chores(settings, store, EffectJournal(workspace / "journals"), identity),
+            *_background_chores(settings, config, background, identity),
+        ]
         supervisor = Supervisor(
             _plan(settings, config),
             store=store,
             subscribe=lambda: Listener(config, channels=channels, role=ROLE_LISTEN),
             harness=harness,
             identity=identity,
-            chores=_chores(settings, store, EffectJournal(workspace / "journals"), identity),
+            chores=chores,
             stats=StatsStore(config, store.pool),
             health=health,
         )

@@ -68,6 +68,8 @@ class PruneReport:
     messages: int = 0
     reservations: int = 0
     workers: int = 0
+    schedule_ticks: int = 0
+    webhook_deliveries: int = 0
     journals: int = 0
     batches: int = 0
     seconds: float = 0.0
@@ -127,6 +129,27 @@ async def _prune_database(
                 break
     if plan.workers_days > 0:
         report.workers = await store.prune_workers(horizon_seconds=plan.workers_days * _DAY)
+    await _prune_automation(store, plan, report)
+
+
+async def _prune_automation(
+    store: RetentionStore, plan: RetentionPlan, report: PruneReport
+) -> None:
+    """Schedule ticks go with the turns horizon (their turns do), webhook deliveries with
+    the events horizon (their events do), batch by batch (``batches`` counts the history
+    passes' batches only)."""
+    passes = (
+        (plan.turns_days, store.prune_schedule_ticks, "schedule_ticks"),
+        (plan.events_days, store.prune_webhook_deliveries, "webhook_deliveries"),
+    )
+    for days, prune_batch, field in passes:
+        if days <= 0:
+            continue
+        while True:
+            removed = await prune_batch(horizon_seconds=days * _DAY, batch=plan.batch)
+            setattr(report, field, getattr(report, field) + removed)
+            if removed < plan.batch:
+                break
 
 
 async def _sweep_journals(

@@ -226,7 +226,9 @@ async def test_second_signal_skips_the_drain_wait(
 async def test_a_worker_holds_a_few_named_connections_whatever_its_slots(
     cluster: Cluster, db: ScratchTarget, pool: Pool
 ) -> None:
-    """16 slots, and still only the pool's two connections plus the listener's."""
+    """16 slots, and still only the pool's two connections plus the listener's, and the
+    background pool's one (the scheduler's looks; the deliverer, without a webhook key,
+    sends nothing)."""
     worker = cluster.start_worker(slots=16)
 
     async def connections() -> dict[str, int]:
@@ -237,11 +239,12 @@ async def test_a_worker_holds_a_few_named_connections_whatever_its_slots(
             "GROUP BY application_name",
         )
         found = {r[0]: int(r[1]) for r in rows}
-        return found if sum(found.values()) >= 3 else {}
+        return found if sum(found.values()) >= 4 else {}
 
     assert await wait_until(connections, what="the worker connected") == {
         "stint-worker-pool": 2,
         "stint-worker-listen": 1,
+        "stint-worker-background": 1,
     }
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0

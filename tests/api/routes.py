@@ -21,6 +21,13 @@ BODIES: dict[tuple[str, str], dict[str, object]] = {
     ("POST", "/v1/sessions/{session_id}/cancel"): {"reason": "test"},
     ("POST", "/v1/sessions/{session_id}/interrupt"): {"reason": "test"},
     ("POST", "/v1/sessions/{session_id}/answers"): {"step_key": "ask-x", "answer": "yes"},
+    ("POST", "/v1/schedules"): {"name": "every-minute", "input": {}, "every_seconds": 60},
+    ("POST", "/v1/schedules/{schedule_id}/pause"): {},
+    ("POST", "/v1/schedules/{schedule_id}/resume"): {},
+    ("POST", "/v1/webhooks"): {"url": "https://hooks.example.com/h", "events": ["turn.completed"]},
+    ("POST", "/v1/webhooks/{webhook_id}/enable"): {},
+    ("DELETE", "/v1/schedules/{schedule_id}"): {},
+    ("DELETE", "/v1/webhooks/{webhook_id}"): {},
 }
 
 
@@ -31,5 +38,19 @@ def api_routes() -> list[tuple[str, str]]:
     return sorted((method.upper(), path) for path, operations in paths for method in operations)
 
 
-def fill(path: str, session_id: object, turn_id: object) -> str:
-    return path.format(session_id=session_id, turn_id=turn_id)
+# Ids for routes of other resources than sessions: tests that reach them for real
+# (not only to be refused) pass the ids of a schedule and a webhook they made.
+NOWHERE = "00000000-0000-0000-0000-000000000000"
+
+
+def fill(
+    path: str,
+    session_id: object,
+    turn_id: object,
+    *,
+    schedule_id: object = NOWHERE,
+    webhook_id: object = NOWHERE,
+) -> str:
+    return path.format(
+        session_id=session_id, turn_id=turn_id, schedule_id=schedule_id, webhook_id=webhook_id
+    )

@@ -8,6 +8,8 @@ write; a missing, malformed or revoked key is refused on every /v1 route.
 
 from __future__ import annotations
 
+import base64
+import os
 from typing import Any
 
 import httpx
@@ -15,12 +17,17 @@ import pytest
 
 from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
+from stint.store.sealed import WebhookKey
+from stint.store.webhooks import WebhookStore, check_endpoint
 from tests.api.conftest import Keys, bearer, row_counts
-from tests.api.routes import BODIES, PUBLIC, api_routes, fill
+from tests.api.routes import BODIES, NOWHERE, PUBLIC, api_routes, fill
 
 ROUTES = api_routes()
-SESSION_ROUTES = [(m, p) for m, p in ROUTES if "{session_id}" in p]
-COLLECTION_ROUTES = [(m, p) for m, p in ROUTES if p.startswith("/v1") and "{session_id}" not in p]
+_OWNED = ("{session_id}", "{schedule_id}", "{webhook_id}")
+SESSION_ROUTES = [(m, p) for m, p in ROUTES if any(k in p for k in _OWNED)]
+COLLECTION_ROUTES = [
+    (m, p) for m, p in ROUTES if p.startswith("/v1") and not any(k in p for k in _OWNED)
+]
 WRITES = [(m, p) for m, p in ROUTES if m != "GET"]
 
 
@@ -35,6 +42,35 @@ def test_every_route_is_known() -> None:
         "/v1/sessions/{session_id}/events",
         "/v1/sessions/{session_id}/answers",
         "/v1/sessions/{session_id}/cancel",
+    }
+
+
+_KEY = WebhookKey(base64.b64encode(os.urandom(32)).decode())
+
+
+async def _owned(
+    http: httpx.AsyncClient, keys: Keys, db: ScratchTarget, pool: Pool
+) -> dict[str, str]:
+    """Tenant a's session with a queued turn, a schedule and a webhook endpoint (made
+    through the store: this API has no STINT_WEBHOOK_KEY), as the ids routes take."""
+    session_id, turn_id = await _a_session_with_a_turn(http, keys)
+    schedule = await http.post(
+        "/v1/schedules",
+        json={"name": "s", "input": {}, "every_seconds": 60},
+        headers=bearer(keys.a),
+    )
+    assert schedule.status_code == 201, schedule.text
+    endpoint, _ = await WebhookStore(db.config, pool).create(
+        check_endpoint(
+            tenant="a", url="https://e.example/h", kinds=["turn.completed"], description=None
+        ),
+        key=_KEY,
+    )
+    return {
+        "session_id": session_id,
+        "turn_id": turn_id,
+        "schedule_id": schedule.json()["id"],
+        "webhook_id": str(endpoint.id),
     }
 
 
@@ -57,7 +93,13 @@ async def _call(
     body = BODIES.get((method, path))
     return await http.request(
         method,
-        fill(path, params["session_id"], params["turn_id"]),
+        fill(
+            path,
+            params["session_id"],
+            params["turn_id"],
+            schedule_id=params.get("schedule_id", NOWHERE),
+            webhook_id=params.get("webhook_id", NOWHERE),
+        ),
         json=body,
         params={"format": "json"} if path.endswith("/events") else None,
         headers=bearer(token),
@@ -66,11 +108,12 @@ async def _call(
 
 @pytest.mark.parametrize(("method", "path"), SESSION_ROUTES)
 async def test_another_tenants_session_is_404_and_nothing_is_written(
-    http: httpx.AsyncClient, keys: Keys, pool: Pool, method: str, path: str
+    http: httpx.AsyncClient, keys: Keys, pool: Pool, db: ScratchTarget, method: str, path: str
 ) -> None:
-    session_id, turn_id = await _a_session_with_a_turn(http, keys)
+    ids = await _owned(http, keys, db, pool)
+    session_id, turn_id = ids["session_id"], ids["turn_id"]
     before = await row_counts(pool)
-    theirs = await _call(http, method, path, keys.b, session_id=session_id, turn_id=turn_id)
+    theirs = await _call(http, method, path, keys.b, **ids)
     assert theirs.status_code == 404, theirs.text
     assert theirs.headers["content-type"] == "application/problem+json"
     assert '"tenant"' not in theirs.text and "\n" not in theirs.json()["detail"]
@@ -78,7 +121,7 @@ async def test_another_tenants_session_is_404_and_nothing_is_written(
     if path.endswith("/events"):  # the stream form is refused before it starts, too
         stream = await http.get(fill(path, session_id, turn_id), headers=bearer(keys.b))
         assert stream.status_code == 404
-    ours = await _call(http, method, path, keys.a, session_id=session_id, turn_id=turn_id)
+    ours = await _call(http, method, path, keys.a, **ids)
     # answers: a's own session has no open question (409): found, unlike b's 404.
     assert ours.status_code in (200, 201, 409), ours.text
 
@@ -86,7 +129,12 @@ async def test_another_tenants_session_is_404_and_nothing_is_written(
 async def test_collections_show_only_the_callers_tenant(
     http: httpx.AsyncClient, keys: Keys
 ) -> None:
-    assert {p for _, p in COLLECTION_ROUTES} == {"/v1/sessions", "/v1/status"}
+    assert {p for _, p in COLLECTION_ROUTES} == {
+        "/v1/sessions",
+        "/v1/status",
+        "/v1/schedules",
+        "/v1/webhooks",
+    }
     a_session, _ = await _a_session_with_a_turn(http, keys)
     b_created = await http.post("/v1/sessions", json={}, headers=bearer(keys.b))
     assert b_created.status_code == 201 and b_created.json()["tenant"] == "b"
@@ -99,29 +147,37 @@ async def test_collections_show_only_the_callers_tenant(
     assert status_b["tenant"] == "b" and status_b["sessions"] == {"idle": 1}
     status_a = (await http.get("/v1/status", headers=bearer(keys.a))).json()
     assert status_a["sessions"] == {"ready": 1} and status_a["queued_turns"] == 1
+    made = await http.post(
+        "/v1/schedules", json=BODIES[("POST", "/v1/schedules")], headers=bearer(keys.a)
+    )
+    assert made.status_code == 201, made.text
+    for token, count in ((keys.a, 1), (keys.b, 0)):
+        assert (
+            len((await http.get("/v1/schedules", headers=bearer(token))).json()["schedules"])
+            == count
+        )
+        assert (await http.get("/v1/webhooks", headers=bearer(token))).json() == {"webhooks": []}
 
 
 @pytest.mark.parametrize(("method", "path"), WRITES)
 async def test_read_only_keys_are_refused_on_every_write(
-    http: httpx.AsyncClient, keys: Keys, pool: Pool, method: str, path: str
+    http: httpx.AsyncClient, keys: Keys, pool: Pool, db: ScratchTarget, method: str, path: str
 ) -> None:
-    session_id, turn_id = await _a_session_with_a_turn(http, keys)
+    ids = await _owned(http, keys, db, pool)
     before = await row_counts(pool)
-    refused = await _call(
-        http, method, path, keys.a_read_only, session_id=session_id, turn_id=turn_id
-    )
+    refused = await _call(http, method, path, keys.a_read_only, **ids)
     assert refused.status_code == 403, refused.text
     assert refused.json()["detail"] == "this API key is read-only"
     assert await row_counts(pool) == before
 
 
-async def test_read_only_keys_read(http: httpx.AsyncClient, keys: Keys) -> None:
-    session_id, turn_id = await _a_session_with_a_turn(http, keys)
+async def test_read_only_keys_read(
+    http: httpx.AsyncClient, keys: Keys, pool: Pool, db: ScratchTarget
+) -> None:
+    ids = await _owned(http, keys, db, pool)
     for method, path in ROUTES:
         if method == "GET" and path.startswith("/v1"):
-            got = await _call(
-                http, method, path, keys.a_read_only, session_id=session_id, turn_id=turn_id
-            )
+            got = await _call(http, method, path, keys.a_read_only, **ids)
             assert got.status_code == 200, (path, got.text)
 
 

@@ -550,7 +550,11 @@ async def test_fault_max_connections_reached(tmp_path: Path) -> None:
         hogs = await hog_all_connections(p.target.conninfo)
         try:
             # Full: the worker waits for room and says why.
-            worker = p.workers.start_worker(slots=1, connect_timeout=1)
+            # Schedules and webhooks off: this budget is the pool's two and the listener's
+            # one (the background pool's connection is the operating guide's fourth).
+            worker = p.workers.start_worker(
+                slots=1, connect_timeout=1, schedule_poll_seconds=0, webhook_poll_seconds=0
+            )
             await wait_until(
                 lambda: log_has(worker, "waiting for PostgreSQL", "too many clients"),
                 what="the worker says it waits",

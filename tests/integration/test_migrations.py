@@ -46,6 +46,10 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "quota_reservations",
         "admission_limits",
         "dashboard_sessions",
+        "schedules",
+        "schedule_ticks",
+        "webhook_endpoints",
+        "webhook_deliveries",
     }
 
 

@@ -11,12 +11,15 @@ from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
 from stint.store.vocabulary import (
     AdmissionLimit,
+    BusyStrategy,
     ControlAction,
+    DeliveryStatus,
     EventKind,
     QuotaState,
     SessionStatus,
     StepKind,
     StepStatus,
+    TickOutcome,
     TurnStatus,
     WorkerState,
 )
@@ -46,6 +49,9 @@ def allowed_values(constraints: list[str], column: str) -> set[str]:
         ("workers", "state", WorkerState),
         ("events", "kind", EventKind),
         ("quota_reservations", "state", QuotaState),
+        ("schedules", "busy", BusyStrategy),
+        ("schedule_ticks", "outcome", TickOutcome),
+        ("webhook_deliveries", "status", DeliveryStatus),
     ],
 )
 async def test_enum_matches_the_check_constraint(

@@ -107,3 +107,17 @@ def test_the_lease_fence_is_written_once() -> None:
     fenced = {n for n in sections if "/*include:lease_fence*/" in sections[n]}
     assert {"turns_finish", "turns_park", "turns_defer", "sessions_release"} <= fenced
     assert {"log_bump_fenced", "messages_append"} <= fenced
+
+
+_WRITES_OUTBOX = re.compile(r"\binsert\s+into\s+(\w+\.)?webhook_deliveries\b", re.IGNORECASE)
+
+
+def test_the_webhook_outbox_is_written_by_the_event_log_writer_only() -> None:
+    """An event and its deliveries commit together because the one statement that
+    appends events is the only one that adds deliveries (docs/design.md, "Webhooks")."""
+    sections = raw_sections()
+    writers = {n for n, body in sections.items() if _WRITES_OUTBOX.search(_code(body))}
+    assert writers == {"log_append"}
+    appending = {n for n in set(sections) - _FRAGMENTS if "INSERT INTO events" in query(n)}
+    assert appending
+    assert all("INSERT INTO webhook_deliveries" in query(n) for n in appending)

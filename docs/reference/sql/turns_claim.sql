@@ -110,6 +110,15 @@ updated_at       = now()
 -- seqs are always exactly 1..N. A session without a log_bump row (its fence
 -- failed) gets nothing written. NOTIFY folds identical notifications within a
 -- transaction into one.
+-- THE WEBHOOK OUTBOX is written here too (log_outbox), in the same statement:
+-- one pending delivery per enabled endpoint of the session's tenant subscribed
+-- to the event's kind, so an event and its deliveries commit together or not
+-- at all. The uncorrelated EXISTS is a one-time filter: with no endpoint at
+-- all, nothing else of log_outbox runs. Safe under READ COMMITTED: it reads
+-- endpoints and the (immutable) tenant in the statement's snapshot, so an
+-- endpoint created or disabled meanwhile counts from the next statement; it
+-- inserts rows with fresh keys and no foreign key, so it never waits or fails
+-- on an endpoint's lock.
 log_append AS (
     INSERT INTO events (session_id, seq, turn_id, kind, payload, lease_epoch)
     SELECT log_new.session_id,
@@ -122,7 +131,16 @@ log_append AS (
     JOIN log_bump ON log_bump.id = log_new.session_id
     JOIN (SELECT session_id, count(*) AS n FROM log_new GROUP BY session_id) AS log_total
       ON log_total.session_id = log_new.session_id
-    RETURNING seq, pg_notify(%(events_channel)s, session_id::text)
+    RETURNING session_id, seq, kind, pg_notify(%(events_channel)s, session_id::text)
+), log_outbox AS (
+    INSERT INTO webhook_deliveries (endpoint_id, session_id, seq, kind)
+    SELECT w.id, log_append.session_id, log_append.seq, log_append.kind
+    FROM log_append
+    JOIN sessions log_session ON log_session.id = log_append.session_id
+    JOIN webhook_endpoints w
+      ON w.tenant = log_session.tenant AND w.disabled_at IS NULL
+     AND log_append.kind = ANY (w.kinds)
+    WHERE EXISTS (SELECT FROM webhook_endpoints WHERE disabled_at IS NULL)
 )
 SELECT log_bump.id AS session_id, log_bump.lease_epoch AS epoch, started.id AS turn_id,
        started.seq, started.input, started.attempts, started.timeout_seconds,

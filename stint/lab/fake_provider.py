@@ -100,6 +100,9 @@ class FakeProvider:
         self._faults: deque[Fault] = deque()
         self._log: list[RequestRecord] = []
         self._server: asyncio.Server | None = None
+        # Open connections' handlers: stop() cancels and awaits them, or they would be
+        # left pending when the loop closes (and fail later, on garbage collection).
+        self._handlers: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.url = ""
@@ -181,8 +184,12 @@ class FakeProvider:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+            for handler in list(self._handlers):
+                handler.cancel()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
+            if self._handlers:
+                await asyncio.wait(list(self._handlers), timeout=5)
             self._server = None
 
     @contextlib.contextmanager
@@ -212,12 +219,16 @@ class FakeProvider:
     # -- HTTP ------------------------------------------------------------------
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handler = asyncio.current_task()
+        assert handler is not None
+        self._handlers.add(handler)
         try:
             while await self._exchange(reader, writer):
                 pass
-        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError, asyncio.CancelledError):
             pass
         finally:
+            self._handlers.discard(handler)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()

@@ -181,8 +181,11 @@ async def test_one_stdio_server_per_worker_restarted_if_it_dies_stopped_on_drain
     for turn in first:
         assert await until_finished(pool, turn["turn_id"]) == "succeeded"
     [server] = _servers_of(worker)  # three slots, one server process
-    psutil.Process(server).kill()
-    psutil.Process(server).wait(timeout=10)
+    # One handle for both calls: the worker may reap the server between them, and a
+    # second psutil.Process(server) would then raise NoSuchProcess.
+    victim = psutil.Process(server)
+    victim.kill()
+    victim.wait(timeout=10)
 
     async def restarted() -> list[int] | None:
         now = _servers_of(worker)

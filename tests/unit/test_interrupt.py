@@ -31,6 +31,7 @@ def resource():
     (HERE / "torn-down").touch()
 
 def test_waits_for_the_signal(resource):
+    (HERE / "running").touch()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         time.sleep(0.02)
@@ -54,7 +55,9 @@ def _killed_run(tmp_path: Path, conftest: str) -> Path:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait_for(tmp_path / "set-up")
+        # The test body's own marker, not the fixture's: a SIGTERM that lands while the
+        # fixture is still being set up (before its yield) has no teardown to run.
+        _wait_for(tmp_path / "running")
         run.send_signal(signal.SIGTERM)
         run.wait(timeout=60)
     finally:

@@ -33,7 +33,9 @@ from tests.polling import wait_until
 from tests.workers import Cluster, fetch, turn_states
 
 FAKETIME = shutil.which("faketime")
-LEASE = 2.0
+# Long enough that a renewal delayed by a loaded machine does not let a lease lapse: the
+# test is about which clock the lease is computed on, not about renewal latency.
+LEASE = 10.0
 SESSIONS = 6
 TURNS = 2
 TURN_MS = 300
@@ -206,9 +208,15 @@ async def test_fault_skewed_worker_clock_leaves_leases_and_audit_times_on_the_db
     held = lease_samples["skewed"]
     assert held, "never saw the skewed worker hold a lease"
     every = held + lease_samples["upright"]
-    assert all(0 < left <= LEASE for left in every), (min(every), max(every))
-    # Seen within a poll or two of happening: stamped with the database's time.
-    assert all(0 <= lag < 1.0 for lag in lags), (min(lags), max(lags))
+    # Computed on the database's clock: never more than a lease ahead of its now() (a
+    # clock 120 s ahead would show ~LEASE + 120), and not far behind it (a clock 120 s
+    # behind would show ~LEASE - 120; a renewal late on a loaded machine shows a little
+    # under 0, which is not what this test is about).
+    margin = abs(skew) / 2
+    assert all(-margin < left <= LEASE for left in every), (min(every), max(every))
+    # Stamped with the database's time: each seen a poll or so after it happened, never
+    # the skew away (how soon the test's poll sees it depends on the machine's load).
+    assert all(0 <= lag < margin for lag in lags), (min(lags), max(lags))
 
     assert await turn_states(pool) == [("succeeded", 1)] * (SESSIONS * TURNS)
     by_worker = dict(await fetch(pool, "SELECT worker_id, count(*) FROM turns GROUP BY 1"))

@@ -1,9 +1,10 @@
 """A Python client for Stint's HTTP API: ``Client`` (blocking) and ``AsyncClient``.
 
 Sessions, turns (with idempotency keys made for you and kept across retries),
-answers, cancel, interrupt, signals, and ``follow()``: a session's events, each
-once and in order, across disconnects, until the turn's end. Answers are typed
-models; refusals raise ``ApiError`` subclasses carrying the problem+json.
+answers, cancel, interrupt, signals, schedules, webhook endpoints and their
+delivery logs, and ``follow()``: a session's events, each once and in order,
+across disconnects, until the turn's end. Answers are typed models; refusals
+raise ``ApiError`` subclasses carrying the problem+json.
 
 It needs the ``client`` extra (``pip install 'stint[client]'``: httpx and
 httpx-sse) and nothing of the server side: importing it loads no database
@@ -43,18 +44,28 @@ from stint.client.models import (
     AnswerResult,
     BusyStrategy,
     ControlResult,
+    Delivery,
+    DeliveryPage,
+    DeliveryStatus,
     Event,
     EventKind,
     EventPage,
+    Schedule,
+    SchedulePage,
     Session,
     SessionPage,
     SessionStatus,
     SignalResult,
     Status,
+    Tick,
+    TickOutcome,
     Turn,
     TurnPage,
     TurnQueued,
     TurnStatus,
+    Webhook,
+    WebhookCreated,
+    WebhookPage,
 )
 from stint.client.retry import FollowPolicy, RetryPolicy
 from stint.client.sync import Client, Follower
@@ -71,6 +82,9 @@ __all__ = [
     "ClientUnavailable",
     "Conflict",
     "ControlResult",
+    "Delivery",
+    "DeliveryPage",
+    "DeliveryStatus",
     "Event",
     "EventKind",
     "EventPage",
@@ -83,12 +97,16 @@ __all__ = [
     "ProtocolError",
     "RateLimited",
     "RetryPolicy",
+    "Schedule",
+    "SchedulePage",
     "ServerError",
     "Session",
     "SessionPage",
     "SessionStatus",
     "SignalResult",
     "Status",
+    "Tick",
+    "TickOutcome",
     "Turn",
     "TurnPage",
     "TurnQueued",
@@ -96,4 +114,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "Unreachable",
+    "Webhook",
+    "WebhookCreated",
+    "WebhookPage",
 ]

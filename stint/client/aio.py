@@ -21,8 +21,13 @@ from stint.client.models import (
     AnswerResult,
     BusyStrategy,
     ControlResult,
+    DeliveryPage,
+    DeliveryStatus,
     Event,
+    EventKind,
     EventPage,
+    Schedule,
+    SchedulePage,
     Session,
     SessionPage,
     SessionStatus,
@@ -31,6 +36,9 @@ from stint.client.models import (
     Turn,
     TurnPage,
     TurnQueued,
+    Webhook,
+    WebhookCreated,
+    WebhookPage,
 )
 from stint.client.retry import FollowPolicy, RetryPolicy
 
@@ -214,6 +222,80 @@ class AsyncClient:
 
     async def status(self) -> Status:
         return await self._send(routes.status())
+
+    # Schedules
+
+    async def create_schedule(
+        self,
+        name: str,
+        turn_input: Mapping[str, Any],
+        *,
+        cron: str | None = None,
+        every_seconds: float | None = None,
+        timezone: str = "UTC",
+        session_id: UUID | str | None = None,
+        pin: str | None = None,
+        catch_up: int = 0,
+        busy: BusyStrategy | str = BusyStrategy.ENQUEUE,
+        timeout_seconds: float | None = None,
+    ) -> Schedule:
+        call = routes.create_schedule(
+            name,
+            turn_input,
+            cron=cron,
+            every_seconds=every_seconds,
+            timezone=timezone,
+            session_id=session_id,
+            pin=pin,
+            catch_up=catch_up,
+            busy=busy,
+            timeout_seconds=timeout_seconds,
+        )
+        return await self._send(call)
+
+    async def list_schedules(self) -> SchedulePage:
+        return await self._send(routes.list_schedules())
+
+    async def get_schedule(self, schedule_id: UUID | str) -> Schedule:
+        return await self._send(routes.get_schedule(schedule_id))
+
+    async def pause_schedule(self, schedule_id: UUID | str) -> Schedule:
+        return await self._send(routes.pause_schedule(schedule_id))
+
+    async def resume_schedule(self, schedule_id: UUID | str) -> Schedule:
+        return await self._send(routes.resume_schedule(schedule_id))
+
+    async def delete_schedule(self, schedule_id: UUID | str) -> Schedule:
+        return await self._send(routes.delete_schedule(schedule_id))
+
+    # Webhooks
+
+    async def create_webhook(
+        self, url: str, events: Iterable[EventKind | str], *, description: str | None = None
+    ) -> WebhookCreated:
+        call = routes.create_webhook(url=url, events=events, description=description)
+        return await self._send(call)
+
+    async def list_webhooks(self) -> WebhookPage:
+        return await self._send(routes.list_webhooks())
+
+    async def get_webhook(self, webhook_id: UUID | str) -> Webhook:
+        return await self._send(routes.get_webhook(webhook_id))
+
+    async def enable_webhook(self, webhook_id: UUID | str) -> Webhook:
+        return await self._send(routes.enable_webhook(webhook_id))
+
+    async def delete_webhook(self, webhook_id: UUID | str) -> Webhook:
+        return await self._send(routes.delete_webhook(webhook_id))
+
+    async def list_deliveries(
+        self,
+        webhook_id: UUID | str,
+        *,
+        status: DeliveryStatus | str | None = None,
+        limit: int | None = None,
+    ) -> DeliveryPage:
+        return await self._send(routes.list_deliveries(webhook_id, status=status, limit=limit))
 
 
 class AsyncFollower:

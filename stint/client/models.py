@@ -28,10 +28,16 @@ __all__ = [
     "BusyStrategy",
     "ControlCreate",
     "ControlResult",
+    "Delivery",
+    "DeliveryPage",
+    "DeliveryStatus",
     "Event",
     "EventKind",
     "EventPage",
     "Problem",
+    "Schedule",
+    "ScheduleCreate",
+    "SchedulePage",
     "Session",
     "SessionCreate",
     "SessionPage",
@@ -39,11 +45,17 @@ __all__ = [
     "SignalCreate",
     "SignalResult",
     "Status",
+    "Tick",
+    "TickOutcome",
     "Turn",
     "TurnCreate",
     "TurnPage",
     "TurnQueued",
     "TurnStatus",
+    "Webhook",
+    "WebhookCreate",
+    "WebhookCreated",
+    "WebhookPage",
 ]
 
 
@@ -256,6 +268,125 @@ class SignalResult(_Answer):
     model_config = ConfigDict(frozen=True, extra="allow")
 
 
+# Schedules and webhooks (``/v1/schedules``, ``/v1/webhooks``)
+
+
+class TickOutcome(StrEnum):
+    """What a schedule's tick did: queued its turn, found the session busy
+    (``busy: reject``), or was refused by an admission limit."""
+
+    ENQUEUED = "enqueued"
+    BUSY = "busy"
+    REFUSED = "refused"
+
+
+class DeliveryStatus(StrEnum):
+    """A webhook delivery's state: pending until a 2xx (delivered) or its last attempt
+    (failed)."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class Tick(_Answer):
+    """One tick a schedule ran (``TickOut``): the session and turn it queued, if any."""
+
+    tick_at: datetime
+    outcome: TickOutcome | str = _known()
+    session_id: UUID | None
+    turn_id: UUID | None
+    detail: str | None
+
+
+class Schedule(_Answer):
+    """A schedule of the key's tenant (``ScheduleOut``): a ``cron`` expression or
+    ``every_seconds`` that queues ``input`` as a turn per tick, on ``session_id`` or on
+    a new session per tick. ``next_run_at`` is None while paused; ``recent_ticks`` is
+    only in the answer of ``get_schedule``."""
+
+    id: UUID
+    name: str
+    cron: str | None
+    every_seconds: float | None
+    timezone: str
+    session_id: UUID | None
+    pin: str | None
+    input: Any
+    busy: BusyStrategy | str = _known()
+    catch_up: int
+    timeout_seconds: float | None
+    paused: bool
+    next_run_at: datetime | None
+    last_tick_at: datetime | None
+    ticks_enqueued: int
+    ticks_skipped: int
+    ticks_refused: int
+    created_at: datetime
+    recent_ticks: list[Tick] | None = None
+
+
+class SchedulePage(_Answer):
+    """The tenant's schedules, by name."""
+
+    schedules: list[Schedule]
+
+
+class Webhook(_Answer):
+    """A webhook endpoint of the key's tenant (``WebhookOut``): the event kinds POSTed
+    to ``url``; ``enabled`` is false once it was disabled for failing (see
+    ``disabled_reason``). Its signing secret is never in this answer."""
+
+    id: UUID
+    url: str
+    events: list[str]
+    description: str | None
+    enabled: bool
+    failing_since: datetime | None
+    disabled_at: datetime | None
+    disabled_reason: str | None
+    created_at: datetime
+
+
+class WebhookCreated(Webhook):
+    """The answer to creating an endpoint: the endpoint and its signing secret
+    (``whsec_...``), which the API shows in this answer only. Keep it: it verifies the
+    deliveries' signatures. It is left out of the repr, so logging the answer does not
+    leak it."""
+
+    secret: str = Field(repr=False)
+
+
+class WebhookPage(_Answer):
+    """The tenant's webhook endpoints."""
+
+    webhooks: list[Webhook]
+
+
+class Delivery(_Answer):
+    """One event's delivery to an endpoint (``DeliveryOut``); ``id`` is the
+    ``webhook-id`` header of each of its attempts, by which the receiver deduplicates."""
+
+    id: UUID
+    session_id: UUID
+    seq: int
+    kind: str
+    status: DeliveryStatus | str = _known()
+    attempts: int
+    next_attempt_at: datetime
+    last_attempt_at: datetime | None
+    last_status_code: int | None
+    last_error: str | None
+    created_at: datetime
+    delivered_at: datetime | None
+
+
+class DeliveryPage(_Answer):
+    """An endpoint's delivery log, newest first."""
+
+    deliveries: list[Delivery]
+
+
 class Problem(_Answer):
     """An RFC 9457 refusal, as every error of the API is sent."""
 
@@ -297,6 +428,30 @@ class SignalCreate(_Request):
     payload: Any = None
 
 
+class ScheduleCreate(_Request):
+    """The body of ``POST /v1/schedules``: ``cron`` or ``every_seconds`` (the API
+    refuses both or neither)."""
+
+    name: str
+    input: dict[str, Any]
+    cron: str | None = None
+    every_seconds: float | None = None
+    timezone: str = "UTC"
+    session_id: UUID | None = None
+    pin: str | None = None
+    catch_up: int = 0
+    busy: BusyStrategy = BusyStrategy.ENQUEUE
+    timeout_seconds: float | None = None
+
+
+class WebhookCreate(_Request):
+    """The body of ``POST /v1/webhooks``."""
+
+    url: str
+    events: list[str]
+    description: str | None = None
+
+
 SCHEMAS: dict[str, type[BaseModel]] = {
     "SessionOut": Session,
     "SessionPage": SessionPage,
@@ -313,5 +468,16 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "TurnCreate": TurnCreate,
     "ControlCreate": ControlCreate,
     "AnswerCreate": AnswerCreate,
+    # Schedules and webhooks
+    "TickOut": Tick,
+    "ScheduleOut": Schedule,
+    "SchedulePage": SchedulePage,
+    "ScheduleCreate": ScheduleCreate,
+    "WebhookOut": Webhook,
+    "WebhookCreated": WebhookCreated,
+    "WebhookPage": WebhookPage,
+    "WebhookCreate": WebhookCreate,
+    "DeliveryOut": Delivery,
+    "DeliveryPage": DeliveryPage,
 }
 """Each model and the OpenAPI component (``#/components/schemas/NAME``) it mirrors."""

@@ -24,7 +24,12 @@ from stint.client.models import (
     BusyStrategy,
     ControlCreate,
     ControlResult,
+    DeliveryPage,
+    DeliveryStatus,
     EventPage,
+    Schedule,
+    ScheduleCreate,
+    SchedulePage,
     Session,
     SessionCreate,
     SessionPage,
@@ -36,6 +41,10 @@ from stint.client.models import (
     TurnCreate,
     TurnPage,
     TurnQueued,
+    Webhook,
+    WebhookCreate,
+    WebhookCreated,
+    WebhookPage,
 )
 
 __all__ = ["ROUTES", "Route", "new_idempotency_key"]
@@ -105,6 +114,44 @@ _SIGNAL = Route(
     headers=("Idempotency-Key",),
 )
 
+# Schedules and webhooks
+_SCHEDULES = "/v1/schedules"
+_SCHEDULE = f"{_SCHEDULES}/{{schedule_id}}"
+_WEBHOOKS = "/v1/webhooks"
+_WEBHOOK = f"{_WEBHOOKS}/{{webhook_id}}"
+_LIST_SCHEDULES = Route("list_schedules", "GET", _SCHEDULES, SchedulePage)
+_CREATE_SCHEDULE = Route(
+    "create_schedule", "POST", _SCHEDULES, Schedule, ScheduleCreate, status=201
+)
+_GET_SCHEDULE = Route("get_schedule", "GET", _SCHEDULE, Schedule)
+_DELETE_SCHEDULE = Route("delete_schedule", "DELETE", _SCHEDULE, Schedule)
+_PAUSE_SCHEDULE = Route("pause_schedule", "POST", f"{_SCHEDULE}/pause", Schedule)
+_RESUME_SCHEDULE = Route("resume_schedule", "POST", f"{_SCHEDULE}/resume", Schedule)
+_LIST_WEBHOOKS = Route("list_webhooks", "GET", _WEBHOOKS, WebhookPage)
+_CREATE_WEBHOOK = Route(
+    "create_webhook", "POST", _WEBHOOKS, WebhookCreated, WebhookCreate, status=201
+)
+_GET_WEBHOOK = Route("get_webhook", "GET", _WEBHOOK, Webhook)
+_DELETE_WEBHOOK = Route("delete_webhook", "DELETE", _WEBHOOK, Webhook)
+_ENABLE_WEBHOOK = Route("enable_webhook", "POST", f"{_WEBHOOK}/enable", Webhook)
+_LIST_DELIVERIES = Route(
+    "list_deliveries", "GET", f"{_WEBHOOK}/deliveries", DeliveryPage, None, ("status", "limit")
+)
+_AUTOMATION = (
+    _LIST_SCHEDULES,
+    _CREATE_SCHEDULE,
+    _GET_SCHEDULE,
+    _DELETE_SCHEDULE,
+    _PAUSE_SCHEDULE,
+    _RESUME_SCHEDULE,
+    _LIST_WEBHOOKS,
+    _CREATE_WEBHOOK,
+    _GET_WEBHOOK,
+    _DELETE_WEBHOOK,
+    _ENABLE_WEBHOOK,
+    _LIST_DELIVERIES,
+)
+
 ROUTES: tuple[Route, ...] = (
     _LIST_SESSIONS,
     _CREATE_SESSION,
@@ -118,6 +165,7 @@ ROUTES: tuple[Route, ...] = (
     _EVENTS,
     _STATUS,
     _SIGNAL,
+    *_AUTOMATION,
 )
 """Every operation the client calls; ``events`` also serves ``follow()`` (as SSE)."""
 
@@ -256,5 +304,97 @@ def signal(
         SignalResult,
         body=SignalCreate(payload=payload),
         headers=headers,
+        replay_safe=True,
+    )
+
+
+# Schedules and webhooks. Pause, resume and enable are replay-safe: doing one again
+# changes nothing. Creates and deletes are not: a create sent again is a second
+# webhook, or a 409 for the schedule's name; a delete sent again is a 404 that would
+# hide that the first one deleted.
+
+
+def create_schedule(
+    name: str,
+    turn_input: Mapping[str, Any],
+    *,
+    cron: str | None,
+    every_seconds: float | None,
+    timezone: str,
+    session_id: UUID | str | None,
+    pin: str | None,
+    catch_up: int,
+    busy: BusyStrategy | str,
+    timeout_seconds: float | None,
+) -> Call[Schedule]:
+    body = ScheduleCreate(
+        name=name,
+        input=dict(turn_input),
+        cron=cron,
+        every_seconds=every_seconds,
+        timezone=timezone,
+        session_id=UUID(str(session_id)) if session_id is not None else None,
+        pin=pin,
+        catch_up=catch_up,
+        busy=BusyStrategy(busy),
+        timeout_seconds=timeout_seconds,
+    )
+    return Call("POST", _CREATE_SCHEDULE.path(), Schedule, body=body)
+
+
+def list_schedules() -> Call[SchedulePage]:
+    return Call("GET", _LIST_SCHEDULES.path(), SchedulePage, replay_safe=True)
+
+
+def get_schedule(schedule_id: UUID | str) -> Call[Schedule]:
+    return Call("GET", _GET_SCHEDULE.path(schedule_id=schedule_id), Schedule, replay_safe=True)
+
+
+def pause_schedule(schedule_id: UUID | str) -> Call[Schedule]:
+    path = _PAUSE_SCHEDULE.path(schedule_id=schedule_id)
+    return Call("POST", path, Schedule, replay_safe=True)
+
+
+def resume_schedule(schedule_id: UUID | str) -> Call[Schedule]:
+    path = _RESUME_SCHEDULE.path(schedule_id=schedule_id)
+    return Call("POST", path, Schedule, replay_safe=True)
+
+
+def delete_schedule(schedule_id: UUID | str) -> Call[Schedule]:
+    return Call("DELETE", _DELETE_SCHEDULE.path(schedule_id=schedule_id), Schedule)
+
+
+def create_webhook(
+    *, url: str, events: Iterable[str], description: str | None
+) -> Call[WebhookCreated]:
+    body = WebhookCreate(url=url, events=[str(e) for e in events], description=description)
+    return Call("POST", _CREATE_WEBHOOK.path(), WebhookCreated, body=body)
+
+
+def list_webhooks() -> Call[WebhookPage]:
+    return Call("GET", _LIST_WEBHOOKS.path(), WebhookPage, replay_safe=True)
+
+
+def get_webhook(webhook_id: UUID | str) -> Call[Webhook]:
+    return Call("GET", _GET_WEBHOOK.path(webhook_id=webhook_id), Webhook, replay_safe=True)
+
+
+def enable_webhook(webhook_id: UUID | str) -> Call[Webhook]:
+    path = _ENABLE_WEBHOOK.path(webhook_id=webhook_id)
+    return Call("POST", path, Webhook, replay_safe=True)
+
+
+def delete_webhook(webhook_id: UUID | str) -> Call[Webhook]:
+    return Call("DELETE", _DELETE_WEBHOOK.path(webhook_id=webhook_id), Webhook)
+
+
+def list_deliveries(
+    webhook_id: UUID | str, *, status: DeliveryStatus | str | None, limit: int | None
+) -> Call[DeliveryPage]:
+    return Call(
+        "GET",
+        _LIST_DELIVERIES.path(webhook_id=webhook_id),
+        DeliveryPage,
+        params=_params(status=None if status is None else str(status), limit=limit),
         replay_safe=True,
     )

@@ -20,8 +20,13 @@ from stint.client.models import (
     AnswerResult,
     BusyStrategy,
     ControlResult,
+    DeliveryPage,
+    DeliveryStatus,
     Event,
+    EventKind,
     EventPage,
+    Schedule,
+    SchedulePage,
     Session,
     SessionPage,
     SessionStatus,
@@ -30,6 +35,9 @@ from stint.client.models import (
     Turn,
     TurnPage,
     TurnQueued,
+    Webhook,
+    WebhookCreated,
+    WebhookPage,
 )
 from stint.client.retry import FollowPolicy, RetryPolicy
 
@@ -243,6 +251,103 @@ class Client:
     def status(self) -> Status:
         """The tenant's sessions by status and queue; the fleet's live capacity."""
         return self._send(routes.status())
+
+    # Schedules
+
+    def create_schedule(
+        self,
+        name: str,
+        turn_input: Mapping[str, Any],
+        *,
+        cron: str | None = None,
+        every_seconds: float | None = None,
+        timezone: str = "UTC",
+        session_id: UUID | str | None = None,
+        pin: str | None = None,
+        catch_up: int = 0,
+        busy: BusyStrategy | str = BusyStrategy.ENQUEUE,
+        timeout_seconds: float | None = None,
+    ) -> Schedule:
+        """A schedule named ``name`` (unique in the tenant) that queues ``turn_input`` as a
+        turn per tick of ``cron`` (read in ``timezone``) or of ``every_seconds``: on
+        ``session_id`` (``busy`` says what a tick does while a turn is in progress), or
+        on a new session per tick (with ``pin``). ``catch_up``: missed ticks to run after
+        downtime. A bad expression, zone or interval raises ``InvalidRequest``, a name in
+        use ``Conflict``; nothing is written. Not retried once sent."""
+        call = routes.create_schedule(
+            name,
+            turn_input,
+            cron=cron,
+            every_seconds=every_seconds,
+            timezone=timezone,
+            session_id=session_id,
+            pin=pin,
+            catch_up=catch_up,
+            busy=busy,
+            timeout_seconds=timeout_seconds,
+        )
+        return self._send(call)
+
+    def list_schedules(self) -> SchedulePage:
+        """The tenant's schedules, by name, each with its next run."""
+        return self._send(routes.list_schedules())
+
+    def get_schedule(self, schedule_id: UUID | str) -> Schedule:
+        """A schedule with its latest ticks (``recent_ticks``: what each queued)."""
+        return self._send(routes.get_schedule(schedule_id))
+
+    def pause_schedule(self, schedule_id: UUID | str) -> Schedule:
+        """Pause it: ticks that fall while paused never run (pausing again is a no-op)."""
+        return self._send(routes.pause_schedule(schedule_id))
+
+    def resume_schedule(self, schedule_id: UUID | str) -> Schedule:
+        """Resume it from its first tick after now (resuming a running one is a no-op)."""
+        return self._send(routes.resume_schedule(schedule_id))
+
+    def delete_schedule(self, schedule_id: UUID | str) -> Schedule:
+        """Delete it and answer it as it was; the turns it queued stay. Not retried once
+        sent: a retry after a lost answer would be a ``NotFound`` hiding the delete."""
+        return self._send(routes.delete_schedule(schedule_id))
+
+    # Webhooks
+
+    def create_webhook(
+        self, url: str, events: Iterable[EventKind | str], *, description: str | None = None
+    ) -> WebhookCreated:
+        """An endpoint to which the tenant's events of the kinds ``events`` are POSTed,
+        signed. The answer carries the signing ``secret``, shown this once (never in a
+        later answer, nor in the answer's repr): keep it. Needs ``STINT_WEBHOOK_KEY`` on
+        the API (else ``Unavailable``); a bad URL or kind raises ``InvalidRequest`` with
+        nothing written. Not retried once sent: a replay would make a second endpoint."""
+        call = routes.create_webhook(url=url, events=events, description=description)
+        return self._send(call)
+
+    def list_webhooks(self) -> WebhookPage:
+        """The tenant's webhook endpoints (never their secrets)."""
+        return self._send(routes.list_webhooks())
+
+    def get_webhook(self, webhook_id: UUID | str) -> Webhook:
+        return self._send(routes.get_webhook(webhook_id))
+
+    def enable_webhook(self, webhook_id: UUID | str) -> Webhook:
+        """Enable an endpoint disabled for failing; its pending deliveries go out."""
+        return self._send(routes.enable_webhook(webhook_id))
+
+    def delete_webhook(self, webhook_id: UUID | str) -> Webhook:
+        """Delete the endpoint and its delivery log; answered as it was. Not retried
+        once sent (see ``delete_schedule``)."""
+        return self._send(routes.delete_webhook(webhook_id))
+
+    def list_deliveries(
+        self,
+        webhook_id: UUID | str,
+        *,
+        status: DeliveryStatus | str | None = None,
+        limit: int | None = None,
+    ) -> DeliveryPage:
+        """The endpoint's delivery log, newest first: only ``status`` when given, at most
+        ``limit`` (the API's default: 50)."""
+        return self._send(routes.list_deliveries(webhook_id, status=status, limit=limit))
 
 
 class Follower:

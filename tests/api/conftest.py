@@ -1,8 +1,11 @@
 """A real ``stint api`` process per test, on a free loopback port, against the
-test's own database; keys for two tenants; an HTTP client; row counts."""
+test's own database (``keyed_api``: one that can seal webhook secrets); keys for
+two tenants; an HTTP client; row counts."""
 
 from __future__ import annotations
 
+import base64
+import os
 import signal
 import socket
 import subprocess
@@ -24,6 +27,7 @@ from tests.workers import count_rows, fetch, set_limits
 
 KEEPALIVE_SECONDS = 0.3
 QUEUE_LIMIT = 64
+WEBHOOK_KEY = base64.b64encode(os.urandom(32)).decode()
 
 
 def free_port() -> int:
@@ -98,6 +102,16 @@ async def api(db: ScratchTarget, tmp_path: Path) -> AsyncIterator[ApiServer]:
         if server.proc.poll() is None:
             server.proc.kill()
             server.proc.wait()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def keyed_api(db: ScratchTarget, tmp_path: Path) -> AsyncIterator[ApiServer]:
+    """An API with ``STINT_WEBHOOK_KEY`` set, so webhook endpoints can be made."""
+    server = await start_api(db, tmp_path / "api.log", STINT_WEBHOOK_KEY=WEBHOOK_KEY)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @dataclass(frozen=True)

@@ -4,31 +4,17 @@ signing secret in the creation's answer only."""
 
 from __future__ import annotations
 
-import base64
-import os
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx
 import pytest
 import pytest_asyncio
 
-from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
-from tests.api.conftest import ApiServer, Keys, bearer, start_api
+from tests.api.conftest import ApiServer, Keys, bearer
 from tests.workers import count_rows
 
-WEBHOOK_KEY = base64.b64encode(os.urandom(32)).decode()
 TABLES = ("schedules", "schedule_ticks", "webhook_endpoints", "webhook_deliveries", "sessions")
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def keyed_api(db: ScratchTarget, tmp_path: Path) -> AsyncIterator[ApiServer]:
-    server = await start_api(db, tmp_path / "api.log", STINT_WEBHOOK_KEY=WEBHOOK_KEY)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

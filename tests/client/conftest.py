@@ -16,9 +16,10 @@ from stint.client import AsyncClient, Client, Event
 from stint.client.retry import FollowPolicy, RetryPolicy
 from stint.store.pool import Pool
 
-# The fixtures "api" (a stint api process) and "keys" (of tenants a and b), as the
-# API's own tests have them (imported here so pytest finds them for these tests).
-from tests.api.conftest import ApiServer, Keys, api, keys  # noqa: F401
+# The fixtures "api" (a stint api process), "keyed_api" (one with a webhook key) and
+# "keys" (of tenants a and b), as the API's own tests have them (imported here so
+# pytest finds them for these tests).
+from tests.api.conftest import ApiServer, Keys, api, keyed_api, keys  # noqa: F401
 from tests.workers import fetch
 
 # Short waits, so tests that make the client retry do not idle for seconds.

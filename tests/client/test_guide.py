@@ -1,4 +1,5 @@
-"""The guide's "From Python" examples run as written against a real API and worker."""
+"""The guides' Python examples (the HTTP API's "From Python", the schedules' client
+example) run as written against a real API (and worker)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,25 @@ async def test_each_example_runs_a_turn_to_its_end(
     assert rows == [("succeeded",)]
     if index == 0:
         assert lines[4].startswith("succeeded {")
+
+
+AUTOMATION = GUIDE.parent / "schedules-webhooks.md"
+
+
+async def test_the_schedules_guide_example_runs(api: ApiServer, keys: Keys, pool: Pool) -> None:
+    blocks = re.findall(
+        r"^```python\n(.*?)^```$", AUTOMATION.read_text(), flags=re.MULTILINE | re.DOTALL
+    )
+    example = next(b for b in blocks if "from stint.client import Client" in b)
+    env = {**os.environ, "STINT_URL": api.base_url, "STINT_API_KEY": keys.a}
+    ran = subprocess.run(
+        [sys.executable, "-c", example],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    rows = await fetch(pool, "SELECT name, cron, timezone, paused_at IS NOT NULL FROM schedules")
+    assert rows == [("daily-report", "30 9 * * 1-5", "America/New_York", True)]

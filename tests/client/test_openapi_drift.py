@@ -21,8 +21,10 @@ from stint.client.models import (
     SCHEMAS,
     TERMINAL_KINDS,
     BusyStrategy,
+    DeliveryStatus,
     EventKind,
     SessionStatus,
+    TickOutcome,
     TurnStatus,
 )
 from stint.client.routes import ROUTES, Route
@@ -97,6 +99,8 @@ def test_each_model_has_the_shape_of_its_component(component: str) -> None:
         (TurnStatus, "TurnStatus"),
         (EventKind, "EventKind"),
         (BusyStrategy, "BusyStrategy"),
+        (TickOutcome, "TickOutcome"),
+        (DeliveryStatus, "DeliveryStatus"),
     ],
 )
 def test_each_enum_knows_every_value_the_api_sends(enum: type[Any], component: str) -> None:

@@ -139,7 +139,7 @@ class PatroniCluster:
             self._wait(lambda: self.primary() is not None, "the first primary")
             for member in self.members[1:]:
                 self.start_member(member)
-            self._wait(self._replicas_streaming, "every replica streaming")
+            self.wait_healthy()
         except BaseException as exc:
             noting_failure(exc, self.destroy)
             raise
@@ -282,6 +282,10 @@ class PatroniCluster:
             )
         return done
 
+    def wait_healthy(self, *, within: float = _START_TIMEOUT_S) -> None:
+        """Poll until there is a primary and every standby streams (one synchronous)."""
+        self._wait(self._replicas_streaming, "every replica streaming", within=within)
+
     def wait_for_new_primary(self, old: Member, *, within: float = 60.0) -> Member:
         """Poll until a member other than ``old`` leads with PostgreSQL running."""
 
@@ -423,7 +427,9 @@ class PatroniCluster:
         except ProcessLookupError:
             return
 
-    def _wait(self, ready: Callable[[], bool], what: str, *, within: float = _START_TIMEOUT_S) -> None:
+    def _wait(
+        self, ready: Callable[[], bool], what: str, *, within: float = _START_TIMEOUT_S
+    ) -> None:
         deadline = time.monotonic() + within
         while not ready():
             for name, patroni in self._patronis.items():
@@ -432,7 +438,9 @@ class PatroniCluster:
                         f"patroni {name} exited while waiting for {what}:\n{self.logs()}"
                     )
             if time.monotonic() > deadline:
-                raise BackendError(f"timed out after {within:g}s waiting for {what}:\n{self.logs()}")
+                raise BackendError(
+                    f"timed out after {within:g}s waiting for {what}:\n{self.logs()}"
+                )
             time.sleep(_POLL_S)
 
 
@@ -449,7 +457,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def _get_json(url: str) -> dict[str, Any] | None:
     try:
-        with urllib.request.urlopen(url, timeout=2) as answer:  # noqa: S310 (our loopback URL)
+        with urllib.request.urlopen(url, timeout=2) as answer:
             loaded: dict[str, Any] = json.loads(answer.read())
             return loaded
     except (OSError, urllib.error.URLError, ValueError):

@@ -103,7 +103,7 @@ class Host:
 def make_hosts(count: int) -> list[Host]:
     """``count`` hosts, each with a /30 of its own; removes what it made on failure."""
     pid = os.getpid()
-    first = (pid % 4096) * 16  # 16 /30s per process, 4096 processes before a wrap
+    first = (pid % 1024) * 16  # 16 /30s per process: 1024 processes fill the /16
     made: list[Host] = []
     try:
         for i in range(count):

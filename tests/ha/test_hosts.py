@@ -1,0 +1,194 @@
+"""HA tests: workers on separate hosts (network namespaces), PostgreSQL on another.
+
+Each worker runs in a network namespace of its own (tests/ha/hosts.py) and reaches
+PostgreSQL, which listens in the root namespace, over a veth link; the test
+process reads the database over loopback. Faults are nftables rules in a worker's
+namespace: its packets are dropped (both ways, or only those coming in: a one-way
+link), so its open connections hang until their client deadlines, as on a real
+network partition, while the other host's worker keeps its link. Then the clock:
+a worker host whose wall clock is two minutes ahead (libfaketime, the monotonic
+clock left alone). After each, the invariants are checked with ``stint check``'s
+checkers (stranded leases included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from stint.postgres.scratch import ScratchDatabases, ScratchTarget
+from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
+from stint.store.client import ClientStore
+from stint.store.config import ROLE_CLI, StoreConfig
+from stint.store.pool import Pool, open_pool
+from tests.faults.partition import (
+    PARTITION_LEASE,
+    Link,
+    cut_heal_and_rejoin,
+    enqueue,
+    finished,
+)
+from tests.faults.private import assert_checks_pass, stop_and_assert_clean_exit
+from tests.faults.test_fault_network import HARNESS, stop
+from tests.ha.hosts import NETWORK, Host, hosts_unavailable, make_hosts, remove_hosts
+from tests.polling import wait_until
+from tests.workers import Cluster, WorkerProc, fetch, turn_states
+
+FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+SKEW = "+120s"
+
+pytestmark = [
+    pytest.mark.skipif(hosts_unavailable() is not None, reason=str(hosts_unavailable())),
+    pytest.mark.timeout(120),
+]
+
+
+@dataclass
+class Hosts:
+    """Two worker hosts, the server they reach, a Stint database on it, workers."""
+
+    hosts: list[Host]
+    server: ThrowawayCluster
+    target: ScratchTarget
+    pool: Pool
+    workers: Cluster
+
+    def url(self, host: Host) -> str:
+        """The database's conninfo as ``host`` reaches it: the root end of its link."""
+        params = {k: str(v) for k, v in conninfo_to_dict(self.target.conninfo).items() if v}
+        params.pop("hostaddr", None)
+        return make_conninfo(**{**params, "host": host.gateway})
+
+    def start_on(
+        self, host: Host, *, env: dict[str, str] | None = None, **settings: object
+    ) -> WorkerProc:
+        return self.workers.start_worker_under(
+            host.exec_prefix(), env or {}, database_url=self.url(host), **settings
+        )
+
+
+@pytest.fixture
+def hosts() -> Iterator[list[Host]]:
+    made = make_hosts(2)
+    try:
+        yield made
+    finally:
+        remove_hosts(made)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def on_hosts(
+    hosts: list[Host], pg_template: ThrowawayTemplate, tmp_path: Path
+) -> AsyncIterator[Hosts]:
+    server = await asyncio.to_thread(pg_template.new_cluster)
+    try:
+        await asyncio.to_thread(server.listen_also, [h.gateway for h in hosts], str(NETWORK))
+        scratch = ScratchDatabases(StoreConfig(conninfo=server.conninfo()))
+        await scratch.prepare()
+        target = await scratch.create()
+        workspace, logs = tmp_path / "workspace", tmp_path / "logs"
+        workspace.mkdir()
+        logs.mkdir()
+        workers = Cluster(target, workspace, logs)
+        workers.env["PYTHONFAULTHANDLER"] = "1"
+        try:
+            pool = await open_pool(target.config, ROLE_CLI, min_size=1, max_size=4)
+            try:
+                yield Hosts(hosts, server, target, pool, workers)
+            finally:
+                await pool.close()
+        finally:
+            workers.stop_all()
+    finally:
+        await asyncio.to_thread(server.destroy)
+
+
+@pytest.mark.parametrize("inbound_only", [False, True], ids=["both-ways", "one-way"])
+async def test_hosts_partition_fences_the_cut_off_worker_and_another_host_takes_over(
+    on_hosts: Hosts, inbound_only: bool
+) -> None:
+    """A worker host loses its link while the worker holds a lease (both ways, or only
+    what comes in): the worker fences itself and writes nothing after its lease, the
+    other host's worker takes the session over after expiry; healed, the cut-off
+    worker writes nothing stale and its next claim is a fresh one; checks pass."""
+    h = on_hosts
+    cut_host, other = h.hosts
+    deadline = 1 + 1 + 1.0  # connect_timeout + statement_timeout + 1 (StoreConfig)
+    link = Link(
+        start_cut_off=lambda: h.start_on(
+            cut_host,
+            slots=1,
+            harness=HARNESS,
+            lease_seconds=PARTITION_LEASE,
+            statement_timeout=1,
+            connect_timeout=1,
+        ),
+        start_rescuer=lambda: h.start_on(
+            other, slots=1, harness=HARNESS, lease_seconds=PARTITION_LEASE
+        ),
+        cut=lambda: cut_host.cut(inbound_only=inbound_only),
+        heal=cut_host.heal,
+    )
+    sid, figures = await cut_heal_and_rejoin(
+        h.workers, h.pool, link, stop, renewal_deadline=deadline
+    )
+    await assert_checks_pass(h.workers, h.pool, {sid: 1})
+    way = "one-way" if inbound_only else "both ways"
+    print(
+        f"\nhosts-figure [partition {way}] takeover {figures.takeover_s:.2f} s after the cut "
+        f"(lease {PARTITION_LEASE:g} s); the cut-off worker's renewal ended at its deadline "
+        f"after {figures.timed_out_s:.2f} s"
+    )
+
+
+@pytest.mark.skipif(
+    shutil.which("faketime") is None or not FAKETIME_LIB.exists(),
+    reason="libfaketime not found: apt-get install faketime",
+)
+async def test_hosts_clock_skew_on_one_worker_host_changes_nothing(on_hosts: Hosts) -> None:
+    """One worker host's wall clock runs two minutes ahead (libfaketime; monotonic
+    clock untouched), the other's is right: every turn succeeds on its first attempt,
+    leases held are never longer than a lease from the database's now, no lease is
+    lost, and the checks pass."""
+    h = on_hosts
+    skewed_host, right_host = h.hosts
+    skewed_env = {
+        "LD_PRELOAD": str(FAKETIME_LIB),
+        "FAKETIME": SKEW,
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    lease = 2.0
+    skewed = h.start_on(skewed_host, env=skewed_env, slots=2, lease_seconds=lease)
+    right = h.start_on(right_host, slots=2, lease_seconds=lease)
+    await enqueue(ClientStore(h.target.config, h.pool), 6, {"min_wait_ms": 300}, turns=2)
+    longest = 0.0
+
+    async def done_with_leases_sampled() -> bool:
+        nonlocal longest
+        rows = await fetch(
+            h.pool,
+            "SELECT max(extract(epoch FROM lease_expires_at - now()))::float8 "
+            "FROM sessions WHERE status = 'running'",
+        )
+        if rows[0][0] is not None:
+            longest = max(longest, float(rows[0][0]))
+        return await finished(h.pool, 12)
+
+    await wait_until(done_with_leases_sampled, what="12 turns finished", within=60)
+    assert await turn_states(h.pool) == [("succeeded", 1)] * 12
+    assert longest <= lease, f"a lease ran {longest:.2f}s past the database's now"
+    workers = await fetch(h.pool, "SELECT DISTINCT worker_id FROM turns")
+    assert len(workers) == 2, "both hosts' workers ran turns"
+    future = await fetch(h.pool, "SELECT count(*) FROM events WHERE created_at > now()")
+    assert future == [(0,)], "an event was stamped with the skewed clock"
+    for worker in (skewed, right):
+        assert "lease lost" not in worker.log_text(), worker.log_text()[-3000:]
+    stop_and_assert_clean_exit([skewed, right], [skewed.pid, right.pid])
+    await assert_checks_pass(h.workers, h.pool, {})

@@ -18,6 +18,7 @@ import shutil
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -67,10 +68,10 @@ class Hosts:
         return make_conninfo(**{**params, "host": host.gateway})
 
     def start_on(
-        self, host: Host, *, env: dict[str, str] | None = None, **settings: object
+        self, host: Host, *, slots: int, env: dict[str, str] | None = None, **settings: Any
     ) -> WorkerProc:
         return self.workers.start_worker_under(
-            host.exec_prefix(), env or {}, database_url=self.url(host), **settings
+            host.exec_prefix(), env or {}, slots=slots, database_url=self.url(host), **settings
         )
 
 

@@ -46,7 +46,7 @@ from tests.faults.test_fault_outage import (
     failure_kinds,
     wrong_streams,
 )
-from tests.ha.conftest import healthy
+from tests.ha.conftest import healthy, rounds
 from tests.ha.ha_stint import (
     HaStint,
     first_start_after,
@@ -206,7 +206,10 @@ async def _last_seqs(p: HaStint) -> dict[UUID, int]:
     return {r[0]: int(r[1]) for r in rows}
 
 
-async def test_ha_kill_primary_under_load(patroni: PatroniCluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("round_", rounds())
+async def test_ha_kill_primary_under_load(
+    patroni: PatroniCluster, tmp_path: Path, round_: int
+) -> None:
     """``kill -9`` of the primary's postmaster: Patroni promotes the synchronous
     standby; workers, API and streams follow it; nothing acknowledged is lost,
     nothing is done twice, every stream is whole."""
@@ -214,7 +217,10 @@ async def test_ha_kill_primary_under_load(patroni: PatroniCluster, tmp_path: Pat
         await run_failover(p, "kill")
 
 
-async def test_ha_switchover_under_load(patroni: PatroniCluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("round_", rounds())
+async def test_ha_switchover_under_load(
+    patroni: PatroniCluster, tmp_path: Path, round_: int
+) -> None:
     """``patronictl switchover``: the planned change of primary, with the same promises."""
     async with ha_stint(await healthy(patroni), tmp_path) as p:
         await run_failover(p, "switchover")

@@ -13,50 +13,27 @@ from pathlib import Path
 import psycopg
 
 from stint.lab.patroni import PatroniCluster
-from stint.postgres.scratch import ScratchDatabases, ScratchTarget
-from stint.store.client import ClientStore
-from stint.store.config import ROLE_CLI, StoreConfig
-from stint.store.pool import Pool, open_pool
-from tests.faults.private import scalar
+from tests.faults.private import StintOn, scalar, stint_on
 from tests.polling import wait_until
-from tests.workers import Cluster, fetch
+from tests.workers import fetch
 
 # A lease longer than a failover (Patroni's is 2-4 s here): leases live through it.
 HA_LEASE = 10.0
 
 
 @dataclass
-class HaStint:
+class HaStint(StintOn):
     """A Stint database on the Patroni cluster, a probe pool and a worker launcher."""
 
     patroni: PatroniCluster
-    target: ScratchTarget
-    pool: Pool
-    workers: Cluster
-    client: ClientStore
-    tmp: Path
 
 
 @asynccontextmanager
 async def ha_stint(patroni: PatroniCluster, tmp: Path) -> AsyncIterator[HaStint]:
     """A fresh database on the cluster; stops every worker and drops it afterwards."""
-    scratch = ScratchDatabases(StoreConfig(conninfo=patroni.conninfo()))
-    await scratch.prepare()
-    target = await scratch.create()
-    workspace, logs = tmp / "workspace", tmp / "logs"
-    workspace.mkdir()
-    logs.mkdir()
-    workers = Cluster(target, workspace, logs)
-    workers.env["STINT_LEASE_SECONDS"] = str(HA_LEASE)
-    try:
-        pool = await open_pool(target.config, ROLE_CLI, min_size=1, max_size=4)
-        try:
-            yield HaStint(patroni, target, pool, workers, ClientStore(target.config, pool), tmp)
-        finally:
-            await pool.close()
-    finally:
-        workers.stop_all()
-        await scratch.drop(target)
+    async with stint_on(patroni.conninfo(), tmp) as base:
+        base.workers.env["STINT_LEASE_SECONDS"] = str(HA_LEASE)
+        yield HaStint(patroni=patroni, **base.parts())
 
 
 async def writable_since(p: HaStint, moment: float) -> float:

@@ -21,7 +21,6 @@ pause in writes, API requests failed, retries and unknown effects.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +29,8 @@ from uuid import UUID
 import pytest
 
 from stint.lab.patroni import PatroniCluster
-from tests.api.conftest import free_port, start_api
-from tests.faults.outage_load import ApiTraffic, Background, EventFollower, HealthWatch, feed
+from tests.api.conftest import start_api
+from tests.faults.outage_load import create_key, under_load
 from tests.faults.private import (
     Producer,
     all_finished,
@@ -39,13 +38,7 @@ from tests.faults.private import (
     assert_checks_pass,
     stop_and_assert_clean_exit,
 )
-from tests.faults.test_fault_outage import (
-    TENANT,
-    caught_up,
-    every_stream_delivered,
-    failure_kinds,
-    wrong_streams,
-)
+from tests.faults.test_fault_outage import TENANT, caught_up, failure_kinds, wrong_streams
 from tests.ha.conftest import healthy, rounds
 from tests.ha.ha_stint import (
     HaStint,
@@ -113,27 +106,9 @@ async def run_failover(p: HaStint, fault: str) -> Failover:
     try:
         producer = Producer(p.client, turn_input=TURN, tenant=TENANT)
         sessions = await producer.sessions(SESSIONS, "s")
-        done = await asyncio.to_thread(p.workers.stint, "keys", "create", "--tenant", TENANT)
-        assert done.returncode == 0, done.stderr
-        token = str(json.loads(done.stdout)["token"])
-        ports = [free_port(), free_port()]
-        workers = [p.workers.start_worker(slots=4, health_port=port) for port in ports]
-        pids = [w.pid for w in workers]
-        health = HealthWatch(ports)
-        followers = [EventFollower(sid) for sid in sessions]
-        traffic = ApiTraffic(api.base_url, token, sessions)
-        watchers = Background()
-        watchers.start(health.run())
-        for follower in followers:
-            watchers.start(follower.run(api.port, token))
-        requests = asyncio.create_task(traffic.run())
-        stop_feeding = asyncio.Event()
-        feeding = asyncio.create_task(feed(producer, sessions, stop_feeding))
-        try:
-            await wait_until(lambda: health.all_ready_since(0.0), what="both workers ready")
-            await wait_until(
-                lambda: every_stream_delivered(followers), what="every stream is under way"
-            )
+        token = await create_key(p, TENANT)
+        async with under_load(p, api, producer, sessions, token) as load:
+            followers, traffic = load.followers, load.traffic
             struck = time.time()
             if fault == "kill":
                 cluster.kill_postmaster(old)
@@ -151,18 +126,11 @@ async def run_failover(p: HaStint, fault: str) -> Failover:
             await wait_until(
                 lambda: traffic.answered_since(writable, AFTER), what=f"{AFTER} requests answered"
             )
-            stop_feeding.set()
-            await asyncio.wait_for(feeding, timeout=60)
+            await load.stop_feeding()
             await wait_until(lambda: all_finished(p.pool), what="every turn finished", within=60)
             log = await _last_seqs(p)
             await wait_until(lambda: caught_up(followers, log), what="every stream caught up")
-            traffic.stop()
-            await asyncio.wait_for(requests, timeout=60)
-        finally:
-            stop_feeding.set()
-            traffic.stop()
-            await asyncio.gather(feeding, requests, return_exceptions=True)
-            await watchers.stop()
+            await load.stop_traffic()
         pause, resumed = await longest_write_pause(p, struck - 2)
         first_turn = await first_start_after(p, resumed)
         assert first_turn is not None
@@ -191,7 +159,7 @@ async def run_failover(p: HaStint, fault: str) -> Failover:
         assert not wrong_streams(followers, log), wrong_streams(followers, log)[:5]
         assert not traffic.failed(writable), traffic.failed(writable)[:5]
         assert not traffic.failed_before(struck), "requests failed before the fault"
-        stop_and_assert_clean_exit(workers, pids)
+        stop_and_assert_clean_exit(load.workers, load.pids)
         # One fault touched every session at most once: one retry each at most.
         await assert_checks_pass(p.workers, p.pool, dict.fromkeys(sessions, 1))
     finally:

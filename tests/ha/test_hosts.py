@@ -24,11 +24,8 @@ import pytest
 import pytest_asyncio
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from stint.postgres.scratch import ScratchDatabases, ScratchTarget
 from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
 from stint.store.client import ClientStore
-from stint.store.config import ROLE_CLI, StoreConfig
-from stint.store.pool import Pool, open_pool
 from tests.faults.partition import (
     PARTITION_LEASE,
     Link,
@@ -36,11 +33,11 @@ from tests.faults.partition import (
     enqueue,
     finished,
 )
-from tests.faults.private import assert_checks_pass, stop_and_assert_clean_exit
+from tests.faults.private import StintOn, assert_checks_pass, stint_on, stop_and_assert_clean_exit
 from tests.faults.test_fault_network import HARNESS, stop
 from tests.ha.hosts import NETWORK, Host, hosts_unavailable, make_hosts, remove_hosts
 from tests.polling import wait_until
-from tests.workers import Cluster, WorkerProc, fetch, turn_states
+from tests.workers import WorkerProc, fetch, turn_states
 
 FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 SKEW = "+120s"
@@ -52,14 +49,11 @@ pytestmark = [
 
 
 @dataclass
-class Hosts:
+class Hosts(StintOn):
     """Two worker hosts, the server they reach, a Stint database on it, workers."""
 
     hosts: list[Host]
     server: ThrowawayCluster
-    target: ScratchTarget
-    pool: Pool
-    workers: Cluster
 
     def url(self, host: Host) -> str:
         """The database's conninfo as ``host`` reaches it: the root end of its link."""
@@ -91,22 +85,9 @@ async def on_hosts(
     server = await asyncio.to_thread(pg_template.new_cluster)
     try:
         await asyncio.to_thread(server.listen_also, [h.gateway for h in hosts], str(NETWORK))
-        scratch = ScratchDatabases(StoreConfig(conninfo=server.conninfo()))
-        await scratch.prepare()
-        target = await scratch.create()
-        workspace, logs = tmp_path / "workspace", tmp_path / "logs"
-        workspace.mkdir()
-        logs.mkdir()
-        workers = Cluster(target, workspace, logs)
-        workers.env["PYTHONFAULTHANDLER"] = "1"
-        try:
-            pool = await open_pool(target.config, ROLE_CLI, min_size=1, max_size=4)
-            try:
-                yield Hosts(hosts, server, target, pool, workers)
-            finally:
-                await pool.close()
-        finally:
-            workers.stop_all()
+        async with stint_on(server.conninfo(), tmp_path, drop=False) as base:
+            base.workers.env["PYTHONFAULTHANDLER"] = "1"
+            yield Hosts(hosts=hosts, server=server, **base.parts())
     finally:
         await asyncio.to_thread(server.destroy)
 

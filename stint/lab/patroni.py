@@ -306,13 +306,22 @@ class PatroniCluster:
             parts.append(f"--- {path.relative_to(self.base_dir)}\n{text[-4000:]}")
         return "\n".join(parts)
 
+    def keep_logs(self) -> Path:
+        """Copy every log (Patroni's, etcd's, PostgreSQL's) out of the cluster's directory,
+        which :meth:`destroy` removes; returns where they are."""
+        kept = Path(tempfile.mkdtemp(prefix="stint-patroni-logs-"))
+        for path in self.base_dir.glob("**/*.log"):
+            target = kept / path.relative_to(self.base_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        return kept
+
     # ------------------------------------------------------------------ internals
 
     def _etcd_argv(self) -> list[str]:
         client = f"http://{_HOST}:{self.etcd_port}"
         peer = f"http://{_HOST}:{self._etcd_peer_port}"
         return [
-            "etcd",
             "--name",
             "e0",
             "--data-dir",
@@ -341,6 +350,11 @@ class PatroniCluster:
             "max_connections": "200",
             "wal_keep_size": "256MB",
             "unix_socket_directories": str(home),
+            # PostgreSQL's own log in the data directory (log/postgresql.log), apart
+            # from Patroni's (its stderr, in patroni.log).
+            "logging_collector": "on",
+            "log_directory": "log",
+            "log_filename": "postgresql.log",
             **({} if self._durable else {"fsync": "off", "full_page_writes": "off"}),
             **self._parameters,
         }
@@ -361,7 +375,6 @@ class PatroniCluster:
         config = {
             "scope": SCOPE,
             "name": member.name,
-            "log": {"level": "INFO", "dir": str(home), "file_num": 1},
             "restapi": {
                 "listen": f"{_HOST}:{member.api_port}",
                 "connect_address": f"{_HOST}:{member.api_port}",
@@ -385,6 +398,12 @@ class PatroniCluster:
                 },
                 "parameters": parameters,
                 "pg_hba": trust,
+                # A killed primary may have flushed WAL its successor never got (a
+                # commit waits for the standby only after writing it locally): it must
+                # be rewound, and when that fails ("requested timeline 2 does not
+                # contain minimum recovery point"), copied afresh from the new primary.
+                "remove_data_directory_on_rewind_failure": True,
+                "remove_data_directory_on_diverged_timelines": True,
             },
             "tags": {"nosync": member is self.members[-1] and self._size > 2},
         }
@@ -401,7 +420,7 @@ class PatroniCluster:
         return {"user": self._run_as.uid, "group": self._run_as.gid, "extra_groups": []}
 
     def _spawn(self, tool: str, args: list[str], log: Path) -> _Process:
-        argv = args if args and args[0] == tool else [tool, *args]
+        argv = [tool, *args]
         env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
         env["LC_ALL"] = "C.UTF-8"
         with log.open("ab") as out:
@@ -439,7 +458,8 @@ class PatroniCluster:
                     )
             if time.monotonic() > deadline:
                 raise BackendError(
-                    f"timed out after {within:g}s waiting for {what}:\n{self.logs()}"
+                    f"timed out after {within:g}s waiting for {what} (every log kept in "
+                    f"{self.keep_logs()}):\n{self.logs()}"
                 )
             time.sleep(_POLL_S)
 

@@ -67,7 +67,14 @@ class Host:
 
     def cut(self, *, inbound_only: bool = False) -> None:
         """Drop the host's packets on its link (loopback inside it keeps working)."""
-        hooks = ["input"] if inbound_only else ["input", "output"]
+        self._drop(["input"] if inbound_only else ["input", "output"], "")
+
+    def lossy(self, percent: int) -> None:
+        """Drop ``percent`` % of the link's packets each way, at random (nftables'
+        ``numgen random``: a lossy link without netem)."""
+        self._drop(["input", "output"], f"numgen random mod 100 < {percent} ")
+
+    def _drop(self, hooks: list[str], condition: str) -> None:
         script = [f"add table inet {_TABLE}"]
         for hook in hooks:
             script.append(
@@ -75,7 +82,9 @@ class Host:
                 f"{{ type filter hook {hook} priority 0; policy accept; }}"
             )
             direction = "iifname" if hook == "input" else "oifname"
-            script.append(f'add rule inet {_TABLE} {hook} {direction} "{self.peer}" drop')
+            script.append(
+                f'add rule inet {_TABLE} {hook} {direction} "{self.peer}" {condition}drop'
+            )
         self._nft("\n".join(script))
 
     def heal(self) -> None:

@@ -9,7 +9,9 @@ conninfo (``target_session_attrs=read-write``), so each new connection finds the
 primary of the moment. Patroni runs synchronous replication (``synchronous_mode``):
 it promotes only the synchronous standby, which has every acknowledged commit.
 
-Asserted: no acknowledged turn is lost and every one succeeds, the checkers pass
+Asserted: every LISTEN connection (both workers' and the API's) is re-made on the new
+primary, and each worker logged losing the old one; no acknowledged turn is lost and every
+one succeeds, the checkers pass
 (duplicate effects, contiguous cursors, stranded leases), every stream delivers
 each session's seqs 1..N exactly once in order, no API request sent once the new
 primary accepted writes failed, and the workers neither crashed nor restarted.
@@ -29,6 +31,7 @@ from uuid import UUID
 import pytest
 
 from stint.lab.patroni import PatroniCluster
+from stint.store.config import ROLE_API_LISTEN, ROLE_LISTEN
 from tests.api.conftest import start_api
 from tests.faults.outage_load import create_key, under_load
 from tests.faults.private import (
@@ -121,6 +124,11 @@ async def run_failover(p: HaStint, fault: str) -> Failover:
             await wait_until(
                 lambda: first_start_after(p, struck), what="a turn started after the fault"
             )
+            # Every LISTEN moved: both workers' and the API's are on the new primary.
+            await wait_until(
+                lambda: _listening(p, {ROLE_LISTEN: 2, ROLE_API_LISTEN: 1}),
+                what="the workers and the API LISTEN on the new primary",
+            )
             log = await _last_seqs(p)
             await wait_until(lambda: caught_up(followers, log), what="every stream caught up")
             await wait_until(
@@ -159,6 +167,8 @@ async def run_failover(p: HaStint, fault: str) -> Failover:
         assert not wrong_streams(followers, log), wrong_streams(followers, log)[:5]
         assert not traffic.failed(writable), traffic.failed(writable)[:5]
         assert not traffic.failed_before(struck), "requests failed before the fault"
+        for worker in load.workers:
+            assert "listener lost its connection" in worker.log_text(), worker.log_text()[-2000:]
         stop_and_assert_clean_exit(load.workers, load.pids)
         # One fault touched every session at most once: one retry each at most.
         await assert_checks_pass(p.workers, p.pool, dict.fromkeys(sessions, 1))
@@ -167,6 +177,19 @@ async def run_failover(p: HaStint, fault: str) -> Failover:
             api.proc.kill()
         api.proc.wait()
     return figures
+
+
+async def _listening(p: HaStint, expected: dict[str, int]) -> bool:
+    """The LISTEN connections to this database on the server the pool reaches (the
+    primary), by role, are exactly ``expected``."""
+    rows = await fetch(
+        p.pool,
+        "SELECT application_name, count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND application_name = ANY(%s) "
+        "GROUP BY application_name",
+        list(expected),
+    )
+    return {r[0]: int(r[1]) for r in rows} == expected
 
 
 async def _last_seqs(p: HaStint) -> dict[UUID, int]:

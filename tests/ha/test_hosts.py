@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ from tests.workers import WorkerProc, fetch, turn_states
 
 FAKETIME_LIB = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 SKEW = "+120s"
+LOSS_PERCENT = 10
 
 pytestmark = [
     pytest.mark.skipif(hosts_unavailable() is not None, reason=str(hosts_unavailable())),
@@ -174,3 +176,31 @@ async def test_hosts_clock_skew_on_one_worker_host_changes_nothing(on_hosts: Hos
         assert "lease lost" not in worker.log_text(), worker.log_text()[-3000:]
     stop_and_assert_clean_exit([skewed, right], [skewed.pid, right.pid])
     await assert_checks_pass(h.workers, h.pool, {})
+
+
+async def test_hosts_a_lossy_link_slows_work_down_but_loses_nothing(on_hosts: Hosts) -> None:
+    """A worker host whose link drops 10 % of its packets each way (TCP retransmits):
+    every turn still succeeds, each effect once, and the checks pass."""
+    h = on_hosts
+    lossy_host = h.hosts[0]
+    worker = h.start_on(lossy_host, slots=2, lease_seconds=5)
+    sessions = await enqueue(ClientStore(h.target.config, h.pool), 4, {"min_wait_ms": 100}, turns=2)
+    lossy_host.lossy(LOSS_PERCENT)
+    began = time.monotonic()
+    try:
+        await wait_until(lambda: finished(h.pool, 8), what="8 turns over the lossy link", within=90)
+    finally:
+        lossy_host.heal()
+    took = time.monotonic() - began
+    states = await turn_states(h.pool)
+    assert {s for s, _ in states} == {"succeeded"}, states
+    for sid in sessions:
+        keys = h.workers.journal_keys(sid)
+        assert len(keys) == len(set(keys)) == 2, keys
+    stop_and_assert_clean_exit([worker], [worker.pid])
+    await assert_checks_pass(h.workers, h.pool, dict.fromkeys(sessions, 1))
+    attempts = max(a for _, a in states)
+    print(
+        f"\nhosts-figure [lossy {LOSS_PERCENT}%] 8 turns of 100 ms in {took:.2f} s, "
+        f"at most {attempts} attempts a turn"
+    )

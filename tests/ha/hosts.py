@@ -28,6 +28,7 @@ __all__ = ["NETWORK", "Host", "hosts_unavailable", "make_hosts"]
 
 NETWORK = ipaddress.ip_network("10.231.0.0/16")
 _TABLE = "stint_partition"
+_REMOVE_TABLE = "delete table inet stint_partition"  # nft's words, not SQL
 
 
 def _run(*argv: str) -> None:
@@ -89,7 +90,7 @@ class Host:
 
     def heal(self) -> None:
         """Remove the partition's rules."""
-        self._nft(f"delete table inet {_TABLE}")
+        self._nft(_REMOVE_TABLE)
 
     def remove(self) -> None:
         """Delete the namespace (its veth end goes with it, and the pair with that)."""

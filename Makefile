@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint typecheck pytest bench load reference clean engine images test-docker sql sql-reference
+.PHONY: setup demo test lint typecheck pytest bench load ha reference clean engine images test-docker sql sql-reference
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "setting up $(VENV): Stint and what it needs (about a minute the first time)"
@@ -50,6 +50,13 @@ bench: $(STAMP)
 # pytest loadtest --run-load -k sizing|ladder|scale|quota|soak|api
 load: $(STAMP)
 	$(BIN)/pytest loadtest --run-load
+
+# The HA figures of docs/reliability.md: each failover 5 times on a durable Patroni
+# cluster, the partitions and the asynchronous RPO, one `ha-figure` (or `hosts-figure`) line each
+# (`make test` runs every one once, on a cluster without fsync).
+HA_ROUNDS ?= 5
+ha: $(STAMP)
+	STINT_HA_ROUNDS=$(HA_ROUNDS) STINT_HA_DURABLE=1 $(BIN)/pytest -q -s -p no:cacheprovider tests/ha
 
 # docs/reference/ from the code (tests/unit/test_reference.py fails while it is stale)
 reference: $(STAMP)

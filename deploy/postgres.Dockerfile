@@ -43,7 +43,10 @@ USER ${PG_UID}:${PG_UID}
 EXPOSE 5432
 # PostgreSQL's "smart" shutdown would wait for every client; SIGINT is "fast".
 STOPSIGNAL SIGINT
+# As the bootstrap role: without --username pg_isready asks as the OS user
+# (postgres), a role that does not exist here, and the server logged
+# `FATAL: role "postgres" does not exist` at every probe.
 HEALTHCHECK --interval=5s --timeout=3s --start-period=30s --retries=5 \
-    CMD ["pg_isready", "--quiet", "--host=/var/run/postgresql"]
+    CMD ["sh", "-c", "pg_isready --quiet --host=/var/run/postgresql --username=\"$POSTGRES_USER\" --dbname=\"${POSTGRES_DB:-$POSTGRES_USER}\""]
 ENTRYPOINT ["/usr/local/bin/stint-postgres-entrypoint"]
 CMD []

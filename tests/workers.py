@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,9 +64,21 @@ class Cluster:
         }
 
     def start_worker(self, *, slots: int = 2, **env: Any) -> WorkerProc:
+        return self.start_worker_under((), {}, slots=slots, **env)
+
+    def start_worker_under(
+        self, prefix: Sequence[str], raw_env: Mapping[str, str], *, slots: int = 2, **env: Any
+    ) -> WorkerProc:
+        """A worker with ``STINT_<KEY>`` for each keyword and ``raw_env`` as given, run
+        under ``prefix`` (a command that execs it: ``ip netns exec``, another host)."""
         log = self.logs / f"worker{len(self.workers)}.log"
         extra = {f"STINT_{k.upper()}": str(v) for k, v in env.items()}
-        proc = spawn_worker(env={**self.env, **extra}, args=["--slots", str(slots)], log_path=log)
+        proc = spawn_worker(
+            env={**self.env, **extra, **raw_env},
+            args=["--slots", str(slots)],
+            log_path=log,
+            prefix=prefix,
+        )
         worker = WorkerProc(proc, log)
         self.workers.append(worker)
         return worker

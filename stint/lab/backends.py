@@ -13,6 +13,12 @@ the same resources each time, so every case gets a fresh server limited to
    cgroup of its own (its backends inherit it).
 4. ``local``: the same without limits, when cgroups cannot be made here.
 
+``STINT_LOAD_BACKEND=patroni`` asks for a highly available one instead: a
+Patroni cluster per case (three members, synchronous replication, etcd; see
+``stint.lab.patroni``), reached through its multi-host conninfo with
+``target_session_attrs=read-write``. Its members run unlimited (they are three
+servers, not one), so its figures compare only with other ``patroni`` runs.
+
 Workers get a cgroup of their own per case (2 CPUs, 3 GiB) whenever cgroups
 can be made, whatever the PostgreSQL kind. The kind and the limits go into
 every case's report, so no figure is read without what bounded it.
@@ -36,6 +42,7 @@ from stint.lab.cgroups import Cgroup, cgroup_support
 from stint.lab.container import CONTAINER_VERSION, ContainerServer, container_unavailable
 from stint.lab.errors import BackendError, noting_failure
 from stint.lab.model import Backend
+from stint.lab.patroni import PatroniCluster, patroni_unavailable
 from stint.postgres.pgbin import run_pg
 from stint.postgres.scratch import ScratchDatabases, ScratchSchemas, ScratchTarget
 from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
@@ -43,6 +50,7 @@ from stint.store.config import StoreConfig
 from stint.store.errors import EmbeddedPostgresError
 
 __all__ = [
+    "KIND_ENV",
     "POSTGRES_CPUS",
     "POSTGRES_MEMORY_BYTES",
     "URL_ENV",
@@ -54,10 +62,11 @@ __all__ = [
 ]
 
 URL_ENV = "STINT_LOAD_DATABASE_URL"
+KIND_ENV = "STINT_LOAD_BACKEND"
 POSTGRES_CPUS = 1.0
 POSTGRES_MEMORY_BYTES = 2**30
 
-BackendKind = Literal["container", "url", "local-cgroup", "local"]
+BackendKind = Literal["container", "url", "local-cgroup", "local", "patroni"]
 
 _LOCAL_SETTINGS = {"max_connections": "200"}
 _KEPT_PREFIX = "stint-load-kept-"
@@ -68,8 +77,11 @@ _GIB = 2**30
 class _Server(Protocol):
     """What differs between kinds: figures, and how a case's server goes away."""
 
-    data_dir: Path | None
-    cgroup: Cgroup | None
+    @property
+    def data_dir(self) -> Path | None: ...
+
+    @property
+    def cgroup(self) -> Cgroup | None: ...
 
     def postmaster_pid(self) -> int | None: ...
 
@@ -158,6 +170,8 @@ class LoadBackends:
         self.postgres_version: str | None = None
         if self.kind == "container":
             self.postgres_version = CONTAINER_VERSION
+        elif self.kind == "patroni":
+            self.postgres_version = _binary_version(ThrowawayTemplate())
         elif self.kind == "url":
             assert self._url is not None
             self._url_shown = _redacted(self._url)
@@ -179,6 +193,8 @@ class LoadBackends:
             "url": f"PostgreSQL at {URL_ENV}={self._url_shown}, a schema per case, limits unknown",
             "local-cgroup": f"local {version} per case in a cgroup, {limits}",
             "local": f"local {version} per case, no limits ({self._cgroups.detail})",
+            "patroni": f"a Patroni cluster of 3 {version} members per case (synchronous "
+            "replication), no limits",
         }[self.kind]
         if not self._limit_workers:
             workers = "no limits (not asked for)"
@@ -196,6 +212,7 @@ class LoadBackends:
             "url": self._open_schema,
             "local-cgroup": self._open_local,
             "local": self._open_local,
+            "patroni": self._open_patroni,
         }
         return await openers[self.kind](label)
 
@@ -235,6 +252,15 @@ class LoadBackends:
     # ------------------------------------------------------------------ internals
 
     def _choose(self) -> BackendKind:
+        asked = os.environ.get(KIND_ENV, "")
+        if asked == "patroni":
+            why = patroni_unavailable()
+            if why is not None:
+                raise BackendError(f"{KIND_ENV}=patroni: {why}")
+            self.container_unavailable = f"{KIND_ENV}=patroni"
+            return "patroni"
+        if asked:
+            raise BackendError(f"{KIND_ENV} must be patroni or unset", given=asked)
         self.container_unavailable = container_unavailable()
         if self.container_unavailable is None:
             return "container"
@@ -292,6 +318,13 @@ class LoadBackends:
         limits = {"cpus": POSTGRES_CPUS, "memory_bytes": POSTGRES_MEMORY_BYTES, "via": "docker"}
         return CaseDatabase(target, self._backend(limits), server)
 
+    async def _open_patroni(self, label: str) -> CaseDatabase:
+        cluster = PatroniCluster(durable=True, parameters={**_LOCAL_SETTINGS, **self._settings})
+        await asyncio.to_thread(cluster.start)
+        server = _PatroniServer(cluster)
+        target = await _migrated(server, cluster.conninfo())
+        return CaseDatabase(target, self._backend("unlimited"), server)
+
     async def _open_schema(self, label: str) -> CaseDatabase:
         assert self._schemas is not None
         target = await self._schemas.create()
@@ -341,6 +374,38 @@ class _LocalServer:
             self.cluster.stop("immediate")
         kept = Path(tempfile.mkdtemp(prefix=_KEPT_PREFIX))
         return str(shutil.move(self.cluster.data_dir, kept))
+
+
+class _PatroniServer:
+    """A Patroni cluster of ours; figures are the primary's where there is one."""
+
+    cgroup: Cgroup | None = None
+
+    def __init__(self, cluster: PatroniCluster) -> None:
+        self.cluster = cluster
+
+    @property
+    def data_dir(self) -> Path | None:
+        primary = self.cluster.primary()
+        return primary.data_dir if primary is not None else None
+
+    def postmaster_pid(self) -> int | None:
+        primary = self.cluster.primary()
+        return self.cluster.postmaster_pid(primary) if primary is not None else None
+
+    def memory_peak_bytes(self) -> int | None:
+        return None
+
+    def oom_kills(self) -> int | None:
+        return None
+
+    async def close(self, keep: bool) -> str | None:
+        kept = None
+        if keep:
+            kept = Path(tempfile.mkdtemp(prefix=_KEPT_PREFIX)) / "patroni.log"
+            kept.write_text(self.cluster.logs(), encoding="utf-8")
+        await asyncio.to_thread(self.cluster.destroy)
+        return None if kept is None else str(kept)
 
 
 class _SchemaServer:

@@ -19,10 +19,12 @@ def spawn_worker(
     args: Sequence[str] = (),
     log_path: Path | None = None,
     cgroup_procs: Sequence[Path] = (),
+    prefix: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """Start ``python -m stint.worker.main ARGS`` with ``env`` added to this environment,
-    inside the given cgroups (their ``cgroup.procs`` files) before it runs."""
-    return _spawn(["stint.worker.main", *args], env, log_path, cgroup_procs)
+    inside the given cgroups (their ``cgroup.procs`` files) before it runs. ``prefix``
+    is a command that execs the worker (``ip netns exec NAME``: another host)."""
+    return _spawn(["stint.worker.main", *args], env, log_path, cgroup_procs, prefix)
 
 
 def spawn_api(
@@ -41,6 +43,7 @@ def _spawn(
     env: Mapping[str, str],
     log_path: Path | None,
     cgroup_procs: Sequence[Path],
+    prefix: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     out = log_path.open("ab") if log_path else subprocess.DEVNULL
 
@@ -50,7 +53,7 @@ def _spawn(
 
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", *module_args],
+            [*prefix, sys.executable, "-m", *module_args],
             env={**os.environ, **env},
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -78,6 +78,7 @@ class ThrowawayCluster:
         self.run_as = run_as
         self.cgroup_procs = tuple(cgroup_procs)
         self.log_file = data_dir / "postgres.log"
+        self.also_listen: tuple[str, ...] = ()
 
     def conninfo(self, dbname: str = "postgres") -> str:
         """A libpq conninfo string for this cluster over TCP."""
@@ -122,6 +123,25 @@ class ThrowawayCluster:
             self.run_as,
         )
         self.restart()  # a reload is asynchronous; a restart has applied it on return
+
+    def listen_also(self, addresses: Sequence[str], network: str) -> None:
+        """Listen on ``addresses`` too and trust clients from ``network``, then restart.
+
+        For tests whose workers run in network namespaces of their own (other
+        hosts, as far as the network goes): they reach the server over a veth
+        link, never over this machine's loopback.
+        """
+        self.also_listen = tuple(addresses)
+        write_hba(
+            self.data_dir,
+            [
+                "local all all trust",
+                f"host all all {_HOST}/32 trust",
+                f"host all all {network} trust",
+            ],
+            self.run_as,
+        )
+        self.restart()
 
     def start(self) -> None:
         """Start the server on ``port``; waits until it accepts connections."""
@@ -173,7 +193,7 @@ class ThrowawayCluster:
             socket_dir = ""  # too long for a Unix socket: TCP only
         options = [
             f"-p {self.port}",
-            f"-c listen_addresses={_HOST}",
+            f"-c listen_addresses={','.join((_HOST, *self.also_listen))}",
             f"-c {shlex.quote(f'unix_socket_directories={socket_dir}')}",
         ]
         return " ".join(options)  # pg_ctl hands this to /bin/sh

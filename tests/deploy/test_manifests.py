@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,7 +33,18 @@ from tests.workers import fetch
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
-KEDA_SCHEMA = Path(__file__).parent / "schemas" / "keda-scaledobject-v1alpha1.json"
+SCHEMAS = Path(__file__).parent / "schemas"
+KEDA_SCHEMA = SCHEMAS / "keda-scaledobject-v1alpha1.json"
+# The custom resources' schemas, vendored (each file's $comment names its source).
+CRD_SCHEMAS = {
+    ("keda.sh/v1alpha1", "ScaledObject"): KEDA_SCHEMA,
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): SCHEMAS / "servicemonitor-v1.json",
+    ("monitoring.coreos.com/v1", "PodMonitor"): SCHEMAS / "podmonitor-v1.json",
+    ("postgresql.cnpg.io/v1", "Cluster"): SCHEMAS / "cnpg-cluster-v1.json",
+}
+CUSTOM_GROUPS = {"keda.sh", "monitoring.coreos.com", "postgresql.cnpg.io"}
+OVERLAYS = sorted(p.parent for p in (DEPLOY / "overlays").glob("*/kustomization.yaml"))
+KUBECTL = shutil.which("kubectl")
 # The oldest Kubernetes with every field used here (policy/v1 PDBs, startup probes,
 # sizeLimit) that kubernetes-validate still ships, and the newest it ships.
 KUBE_VERSIONS = ["1.25.0", kubernetes_validate.utils.latest_version()]
@@ -141,13 +154,22 @@ def test_the_kustomization_applies_every_manifest() -> None:
         "PodDisruptionBudget/stint-worker",
         "TriggerAuthentication/stint-database",
         "ScaledObject/stint-worker",
+        "Deployment/stint-api",
+        "Service/stint-api",
+        "PodDisruptionBudget/stint-api",
+        "HorizontalPodAutoscaler/stint-api",
+        "NetworkPolicy/stint-worker",
+        "NetworkPolicy/stint-api",
+        "NetworkPolicy/stint-jobs",
+        "PodMonitor/stint-worker",
+        "ServiceMonitor/stint-api",
     }
 
 
 @pytest.mark.parametrize("version", KUBE_VERSIONS)
 def test_kubernetes_kinds_validate_against_the_api_schemas(version: str) -> None:
     for name, doc in MANIFESTS.items():
-        if doc["apiVersion"].startswith("keda.sh/"):
+        if _is_custom(doc):
             continue
         try:
             kubernetes_validate.validate(doc, version, strict=True)
@@ -198,14 +220,20 @@ def test_the_worker_deployment_drains_within_its_grace_and_probes_its_health_por
     lease = float(env["STINT_LEASE_SECONDS"])
     assert liveness["periodSeconds"] * liveness["failureThreshold"] >= lease
 
-    assert container["args"] == ["--slots", env["STINT_SLOTS"]]
+    # The slot count is stated once: the kubelet expands $(STINT_SLOTS) in args.
+    assert container["args"] == ["--slots", "$(STINT_SLOTS)"]
     assert "STINT_WORKER_ID" not in {e["name"] for e in container["env"]}  # see the manifest
 
 
 def test_the_pods_run_as_the_images_non_root_user() -> None:
     uid = re.search(r"^ARG STINT_UID=(\d+)$", (DEPLOY / "Dockerfile").read_text(), re.M)
     assert uid is not None
-    for name in ("Deployment/stint-worker", "Job/stint-migrate", "CronJob/stint-prune"):
+    for name in (
+        "Deployment/stint-worker",
+        "Deployment/stint-api",
+        "Job/stint-migrate",
+        "CronJob/stint-prune",
+    ):
         pod = _pod(name)
         assert pod["securityContext"]["runAsNonRoot"] is True
         assert pod["securityContext"]["runAsUser"] == int(uid.group(1))
@@ -260,6 +288,7 @@ def test_the_owner_migrates_and_prunes_and_the_workers_log_in_as_the_app_role() 
     assert _database_key("Job/stint-migrate") == "owner-url"
     assert _database_key("CronJob/stint-prune") == "owner-url"
     assert _database_key("Deployment/stint-worker") == "app-url"
+    assert _database_key("Deployment/stint-api") == "app-url"
     owner, app = _secret_user("owner-url"), _secret_user("app-url")
     assert owner != app
     # The migration grants the app role (the app URL's user) its privileges ...
@@ -301,6 +330,11 @@ def test_keda_scales_the_worker_deployment_on_demand_per_slot() -> None:
     assert trigger["type"] == "postgresql"
     meta = trigger["metadata"]
     assert meta["targetQueryValue"] == env["STINT_SLOTS"]  # pods = demand / slots
+    # Only the demand these (unpinned) workers can serve: a pinned session is another's.
+    assert "STINT_PINS" not in env
+    assert meta["query"].count("pin IS NULL") == 2
+    # A scaler that cannot read the demand leaves a floor of pods, not whatever was.
+    assert scaled["fallback"]["replicas"] >= 1
     assert set(trigger["authenticationRef"]) == {"name"}  # see the next test
     statuses = set(re.findall(r"status = '(\w+)'", meta["query"]))
     assert statuses == {"ready", "running"}
@@ -330,6 +364,19 @@ async def test_the_keda_query_counts_ready_and_running_sessions(
         "closed": "",
     }
     counts = {"idle": 1, "ready": 2, "deferred": 4, "running": 3, "parked": 5, "closed": 1}
+    # Pinned sessions are the demand of workers with that pin, not of these.
+    for status in ("ready", "running"):
+        async with pool.connection() as conn:
+            await conn.execute(
+                sql.SQL(
+                    "INSERT INTO sessions (status, pin, ready_at, lease_owner, lease_expires_at) "
+                    "VALUES ({}, 'v2', now(), {}, {})"
+                ).format(
+                    sql.Literal(status),
+                    sql.Literal("w" if status == "running" else None),
+                    sql.SQL("now() + interval '1 minute'" if status == "running" else "NULL"),
+                )
+            )
     for status, n in counts.items():
         insert = sql.SQL("INSERT INTO sessions (status{}) VALUES ({}{}) RETURNING id").format(
             sql.SQL(rows[status]),
@@ -395,3 +442,156 @@ def test_the_compose_file_migrates_as_the_owner_and_runs_as_the_app_role() -> No
         assert _compose_login(env["STINT_DATABASE_URL"]) == app, name
         assert "STINT_APP_ROLE" not in env
     assert services["worker"]["environment"]["STINT_AUTO_MIGRATE"] == "false"
+
+
+def test_the_compose_postgres_is_probed_as_its_own_role_and_restarts() -> None:
+    """pg_isready as POSTGRES_USER (as "postgres", a role that does not exist, it made
+    the server log a FATAL at every probe), in the compose file and the image; the
+    server restarts after a crash; the API's port is one setting, probed where it is."""
+    services = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]
+    postgres = services["postgres"]
+    [kind, probe] = postgres["healthcheck"]["test"]
+    assert kind == "CMD-SHELL" and '-U "$$POSTGRES_USER"' in probe
+    assert postgres["restart"] == "unless-stopped"
+    image = (DEPLOY / "postgres.Dockerfile").read_text()
+    assert '--username=\\"$POSTGRES_USER\\"' in image
+    api = services["api"]
+    assert api["environment"]["STINT_API_PORT"] == "${STINT_API_PORT:-8000}"
+    assert 'os.environ[\\"STINT_API_PORT\\"]' in json.dumps(api["healthcheck"]["test"])
+
+
+# --------------------------------------------------------------------------- the API, scraping
+
+
+def test_the_api_is_a_deployment_behind_a_service_a_pdb_and_an_autoscaler() -> None:
+    deployment = MANIFESTS["Deployment/stint-api"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert "replicas" not in deployment["spec"]  # the HPA owns the count
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["/opt/stint/bin/stint", "api"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    [port] = container["ports"]
+    assert str(port["containerPort"]) == env["STINT_API_PORT"] and port["name"] == "http"
+    assert env["STINT_API_HOST"] == "0.0.0.0"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    service = MANIFESTS["Service/stint-api"]["spec"]
+    assert service["selector"].items() <= labels.items()
+    assert [p["targetPort"] for p in service["ports"]] == ["http"]
+    pdb = MANIFESTS["PodDisruptionBudget/stint-api"]["spec"]
+    assert pdb["selector"]["matchLabels"].items() <= labels.items()
+    hpa = MANIFESTS["HorizontalPodAutoscaler/stint-api"]["spec"]
+    assert hpa["scaleTargetRef"]["name"] == deployment["metadata"]["name"]
+    assert hpa["minReplicas"] > pdb["minAvailable"]  # a disruption always leaves one
+
+
+def test_the_custom_resources_validate_against_their_crd_schemas() -> None:
+    docs = [*MANIFESTS.values(), yaml.safe_load((K8S / "ha" / "cnpg-cluster.yaml").read_text())]
+    seen = set()
+    for doc in docs:
+        key = (doc["apiVersion"], doc["kind"])
+        if key not in CRD_SCHEMAS:
+            continue
+        seen.add(key)
+        validator = jsonschema.Draft7Validator(_strict(json.loads(CRD_SCHEMAS[key].read_text())))
+        errors = [f"{list(e.path)}: {e.message}" for e in validator.iter_errors(doc)]
+        assert errors == [], f"{key}: {errors}"
+        typo = copy.deepcopy(doc)
+        typo["spec"]["selectors"] = {}
+        assert not validator.is_valid(typo), f"{key}: the schema does not bite"
+    assert seen == set(CRD_SCHEMAS)
+
+
+def test_prometheus_scrapes_the_workers_health_port_and_the_api_with_a_key() -> None:
+    worker = MANIFESTS["Deployment/stint-worker"]["spec"]["template"]
+    [endpoint] = MANIFESTS["PodMonitor/stint-worker"]["spec"]["podMetricsEndpoints"]
+    pod_monitor = MANIFESTS["PodMonitor/stint-worker"]["spec"]["selector"]["matchLabels"]
+    assert pod_monitor.items() <= worker["metadata"]["labels"].items()
+    assert endpoint == {**endpoint, "port": "health", "path": "/metrics"}
+    [api_endpoint] = MANIFESTS["ServiceMonitor/stint-api"]["spec"]["endpoints"]
+    assert api_endpoint["port"] == "http" and api_endpoint["path"] == "/metrics"
+    assert api_endpoint["authorization"]["credentials"]["name"] == "stint-metrics-key"
+
+
+def test_network_policies_keep_the_health_and_metrics_ports_private() -> None:
+    worker = MANIFESTS["Deployment/stint-worker"]["spec"]["template"]
+    policy = MANIFESTS["NetworkPolicy/stint-worker"]["spec"]
+    assert policy["podSelector"]["matchLabels"].items() <= worker["metadata"]["labels"].items()
+    [rule] = policy["ingress"]
+    assert rule["ports"] == [{"port": "health", "protocol": "TCP"}]
+    [source] = rule["from"]
+    assert set(source) == {"namespaceSelector"}  # one namespace, not the whole cluster
+    api = MANIFESTS["NetworkPolicy/stint-api"]["spec"]
+    assert [r["ports"] for r in api["ingress"]] == [[{"port": "http", "protocol": "TCP"}]]
+    jobs = MANIFESTS["NetworkPolicy/stint-jobs"]["spec"]
+    assert "ingress" not in jobs and jobs["policyTypes"] == ["Ingress"]  # nothing comes in
+
+
+def test_connection_strings_say_sslmode_and_the_image_tag_is_immutable() -> None:
+    for key, url in MANIFESTS["Secret/stint-database"]["stringData"].items():
+        assert "sslmode=" in url, key
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    [image] = kustomization["images"]
+    assert image.get("newTag") not in (None, "latest") or "digest" in image
+
+
+def test_the_cnpg_cluster_replicates_synchronously_and_makes_stints_roles() -> None:
+    cluster = yaml.safe_load((K8S / "ha" / "cnpg-cluster.yaml").read_text())["spec"]
+    assert cluster["instances"] >= 3
+    synchronous = cluster["postgresql"]["synchronous"]
+    assert synchronous["number"] >= 1 and synchronous["dataDurability"] == "required"
+    owner, app = _secret_user("owner-url"), _secret_user("app-url")
+    assert cluster["bootstrap"]["initdb"]["owner"] == owner
+    assert [r["name"] for r in cluster["managed"]["roles"]] == [app]
+    assert not cluster["enableSuperuserAccess"]
+
+
+# --------------------------------------------------------------------------- rendered
+
+
+def _is_custom(doc: dict[str, Any]) -> bool:
+    """A custom resource (KEDA's, the Prometheus Operator's): no built-in schema. Those
+    with a vendored CRD schema are validated against it; the TriggerAuthentication's
+    shape is checked by its own test."""
+    return str(doc["apiVersion"]).split("/")[0] in CUSTOM_GROUPS
+
+
+def _render(path: Path) -> list[dict[str, Any]]:
+    if KUBECTL is None:
+        pytest.skip("kubectl not found: it renders the kustomizations (kubectl kustomize)")
+    done = subprocess.run(
+        [KUBECTL, "kustomize", str(path)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.mark.parametrize("path", [K8S, *OVERLAYS], ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_every_kustomization_renders_valid_resources_with_the_slots_stated_once(
+    path: Path,
+) -> None:
+    """``kubectl kustomize`` of the base and of each overlay: every resource validates
+    (built-in kinds against the newest Kubernetes schemas, custom ones against their
+    CRDs), KEDA divides by the Deployment's STINT_SLOTS, and the drain budget fits
+    the kubelet's grace and covers the turn timeout when one is set."""
+    rendered = {f"{d['kind']}/{d['metadata']['name']}": d for d in _render(path)}
+    for name, doc in rendered.items():
+        key = (doc["apiVersion"], doc["kind"])
+        if key in CRD_SCHEMAS:
+            validator = jsonschema.Draft7Validator(
+                _strict(json.loads(CRD_SCHEMAS[key].read_text()))
+            )
+            assert not list(validator.iter_errors(doc)), name
+        elif not _is_custom(doc):
+            kubernetes_validate.validate(doc, KUBE_VERSIONS[-1], strict=True)
+    pod = rendered["Deployment/stint-worker"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    [trigger] = rendered["ScaledObject/stint-worker"]["spec"]["triggers"]
+    assert trigger["metadata"]["targetQueryValue"] == env["STINT_SLOTS"]
+    drain = float(env["STINT_DRAIN_SECONDS"])
+    assert pod["terminationGracePeriodSeconds"] >= drain + 10
+    if "STINT_TURN_TIMEOUT" in env:
+        assert drain >= float(env["STINT_TURN_TIMEOUT"]), "turns would be replayed on rollout"
+    assert all(":" in c["image"] and not c["image"].endswith(":latest") for c in pod["containers"])
+    assert any(name.startswith("Job/stint-migrate") for name in rendered)

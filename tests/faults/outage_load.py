@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -25,8 +26,10 @@ from uuid import UUID
 import httpx
 
 from stint.lab.sse import SseError, SseStream, http_status
-from tests.api.conftest import bearer
-from tests.faults.private import Producer
+from tests.api.conftest import ApiServer, bearer, free_port
+from tests.faults.private import Producer, StintOn
+from tests.polling import wait_until
+from tests.workers import WorkerProc
 
 _HOST = "127.0.0.1"
 _REOPEN_S = 0.2  # between attempts to open a stream again
@@ -212,3 +215,79 @@ class HealthWatch:
 
     async def all_ready_since(self, since: float) -> bool:
         return len(self.ready_since(since)) == len(self.ports)
+
+
+async def every_stream_delivered(followers: Sequence[EventFollower]) -> bool:
+    return all(f.seqs for f in followers)
+
+
+async def create_key(p: StintOn, tenant: str) -> str:
+    """A key through the CLI, as an operator makes one."""
+    done = await asyncio.to_thread(p.workers.stint, "keys", "create", "--tenant", tenant)
+    assert done.returncode == 0, done.stderr
+    token: str = json.loads(done.stdout)["token"]
+    return token
+
+
+@dataclass
+class UnderLoad:
+    """The load of an outage or failover test, running: 2 workers x 4 slots with their
+    health watched, the producer feeding turns, API traffic and one stream a session."""
+
+    workers: list[WorkerProc]
+    health: HealthWatch
+    followers: list[EventFollower]
+    traffic: ApiTraffic
+    feeding: asyncio.Task[None]
+    requests: asyncio.Task[None]
+    feed_stop: asyncio.Event
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.pid for w in self.workers]
+
+    async def stop_feeding(self) -> None:
+        self.feed_stop.set()
+        await asyncio.wait_for(self.feeding, timeout=60)
+
+    async def stop_traffic(self) -> None:
+        self.traffic.stop()
+        await asyncio.wait_for(self.requests, timeout=60)
+
+
+@contextlib.asynccontextmanager
+async def under_load(
+    p: StintOn, api: ApiServer, producer: Producer, sessions: Sequence[UUID], token: str
+) -> AsyncIterator[UnderLoad]:
+    """Start the load and wait until both workers are ready and every stream delivers;
+    afterwards stop whatever still runs."""
+    ports = [free_port(), free_port()]
+    workers = [p.workers.start_worker(slots=4, health_port=port) for port in ports]
+    health = HealthWatch(ports)
+    followers = [EventFollower(sid) for sid in sessions]
+    traffic = ApiTraffic(api.base_url, token, sessions)
+    watchers = Background()
+    watchers.start(health.run())
+    for follower in followers:
+        watchers.start(follower.run(api.port, token))
+    feed_stop = asyncio.Event()
+    load = UnderLoad(
+        workers,
+        health,
+        followers,
+        traffic,
+        asyncio.create_task(feed(producer, sessions, feed_stop)),
+        asyncio.create_task(traffic.run()),
+        feed_stop,
+    )
+    try:
+        await wait_until(lambda: health.all_ready_since(0.0), what="both workers ready")
+        await wait_until(
+            lambda: every_stream_delivered(followers), what="every stream is under way"
+        )
+        yield load
+    finally:
+        feed_stop.set()
+        traffic.stop()
+        await asyncio.gather(load.feeding, load.requests, return_exceptions=True)
+        await watchers.stop()

@@ -8,7 +8,7 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -28,15 +28,49 @@ SHORT_TURN: dict[str, object] = {"min_wait_ms": 200}
 
 
 @dataclass
-class Private:
-    """A private PostgreSQL with a migrated Stint database, a probe pool and workers."""
+class StintOn:
+    """A migrated Stint database on some server, a probe pool and a worker launcher."""
 
-    server: ThrowawayCluster
     target: ScratchTarget
     pool: Pool
     workers: Cluster
     client: ClientStore
     tmp: Path
+
+    def parts(self) -> dict[str, Any]:
+        """The fields, to build a subclass that adds the server it runs on."""
+        return {f.name: getattr(self, f.name) for f in fields(StintOn)}
+
+
+@dataclass
+class Private(StintOn):
+    """A private PostgreSQL with a migrated Stint database, a probe pool and workers."""
+
+    server: ThrowawayCluster
+
+
+@asynccontextmanager
+async def stint_on(conninfo: str, tmp: Path, *, drop: bool = True) -> AsyncIterator[StintOn]:
+    """A fresh migrated database on the server ``conninfo`` reaches; stops every worker
+    afterwards and, with ``drop``, drops the database (a server about to be destroyed
+    need not: it may be down when the test ends)."""
+    scratch = ScratchDatabases(StoreConfig(conninfo=conninfo))
+    await scratch.prepare()
+    target = await scratch.create()
+    workspace, logs = tmp / "workspace", tmp / "logs"
+    workspace.mkdir()
+    logs.mkdir()
+    workers = Cluster(target, workspace, logs)
+    try:
+        pool = await open_pool(target.config, ROLE_CLI, min_size=1, max_size=4)
+        try:
+            yield StintOn(target, pool, workers, ClientStore(target.config, pool), tmp)
+        finally:
+            await pool.close()
+    finally:
+        workers.stop_all()
+        if drop:
+            await scratch.drop(target)
 
 
 @asynccontextmanager
@@ -44,21 +78,8 @@ async def private_stint(template: ThrowawayTemplate, tmp: Path) -> AsyncIterator
     """Start a cluster of our own; stop every worker and the server afterwards."""
     server = template.new_cluster()
     try:
-        scratch = ScratchDatabases(StoreConfig(conninfo=server.conninfo()))
-        await scratch.prepare()
-        target = await scratch.create()
-        workspace, logs = tmp / "workspace", tmp / "logs"
-        workspace.mkdir()
-        logs.mkdir()
-        workers = Cluster(target, workspace, logs)
-        try:
-            pool = await open_pool(target.config, ROLE_CLI, min_size=1, max_size=4)
-            try:
-                yield Private(server, target, pool, workers, ClientStore(target.config, pool), tmp)
-            finally:
-                await pool.close()
-        finally:
-            workers.stop_all()
+        async with stint_on(server.conninfo(), tmp, drop=False) as base:
+            yield Private(server=server, **base.parts())
     finally:
         server.destroy()
 

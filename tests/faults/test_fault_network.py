@@ -16,7 +16,6 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from uuid import UUID
 
 import psycopg
 import pytest
@@ -32,12 +31,19 @@ from stint.worker.context import TurnContext
 from stint.worker.journal import EffectJournal
 from stint.worker.scripted import gate_path
 from stint.worker.tools import JournalTool
+from tests.faults.partition import (
+    PARTITION_LEASE,
+    RENEWAL_FAILED,
+    Link,
+    cut_heal_and_rejoin,
+    enqueue,
+    finished,
+    worker_id,
+)
 from tests.polling import wait_until
-from tests.workers import Cluster, WorkerProc, event_kinds, fetch, turn_states
+from tests.workers import Cluster, WorkerProc, fetch, turn_states
 
 HARNESS = f"{__name__}:gate_then_effect"
-RENEWAL_FAILED = "lease renewal failed"
-SELF_FENCED = "leases not renewed in time"  # LeaseExpired's message: the in-process fence
 REFUSE_SECONDS = 6.0
 DRAIN_LIMIT = 40.0  # nothing runs when these tests stop a worker: draining is immediate
 
@@ -101,36 +107,6 @@ def via(proxy: FaultProxy, db: ScratchTarget) -> str:
     return make_conninfo(**{**params, "host": "127.0.0.1", "port": str(proxy.port)})
 
 
-async def enqueue(
-    client: ClientStore, sessions: int, turn_input: dict[str, object], *, turns: int = 1
-) -> list[UUID]:
-    ids = []
-    for i in range(sessions):
-        sid: UUID | None = None
-        for t in range(turns):
-            queued = await client.turns_enqueue(
-                session_id=sid, idempotency_key=f"s{i}-{t}", turn_input=turn_input
-            )
-            sid = queued.session_id
-        assert sid is not None
-        ids.append(sid)
-    return ids
-
-
-async def finished(pool: Pool, expected: int) -> bool:
-    """At least ``expected`` turns have finished."""
-    rows = await fetch(pool, "SELECT count(*) FROM turns WHERE finished_at IS NOT NULL")
-    return bool(rows[0][0] >= expected)
-
-
-async def has_event(pool: Pool, sid: UUID, kind: str, count: int = 1) -> bool:
-    return (await event_kinds(pool, sid)).count(kind) >= count
-
-
-async def log_shows(worker: WorkerProc, text: str, *, after: int = 0) -> bool:
-    return text in worker.log_text()[after:]
-
-
 async def assert_checks_pass(pool: Pool, cluster: Cluster, **kwargs: Any) -> None:
     report = await run_checks(pool, journals=cluster.workspace / "journals", **kwargs)
     assert report.passed, report.as_json()
@@ -149,14 +125,6 @@ async def stop(worker: WorkerProc) -> None:
             f"worker did not drain in {DRAIN_LIMIT}s:\n{worker.log_text()[-20000:]}"
         ) from exc
     assert code == 0, worker.log_text()[-3000:]
-
-
-async def worker_id(pool: Pool, worker: WorkerProc) -> str:
-    async def registered() -> str:
-        rows = await fetch(pool, "SELECT id FROM workers WHERE pid = %s", worker.pid)
-        return str(rows[0][0]) if rows else ""
-
-    return await wait_until(registered, what=f"worker {worker.pid} registered")
 
 
 # -- the tests ---------------------------------------------------------------------
@@ -212,90 +180,24 @@ async def test_fault_blackhole_fences_the_cut_off_worker_and_a_direct_one_takes_
     directly takes the session over, and after the partition heals the cut-off
     worker writes nothing stale and goes back to work."""
     deadline = 1 + 1 + 1.0  # connect_timeout + statement_timeout + 1 (StoreConfig)
-    lease = 2.0
-    cut = cluster.start_worker(
-        slots=1,
-        database_url=via(proxy, db),
-        harness=HARNESS,
-        lease_seconds=lease,
-        statement_timeout=1,
-        connect_timeout=1,
+    lease = PARTITION_LEASE
+    link = Link(
+        start_cut_off=lambda: cluster.start_worker(
+            slots=1,
+            database_url=via(proxy, db),
+            harness=HARNESS,
+            lease_seconds=lease,
+            statement_timeout=1,
+            connect_timeout=1,
+        ),
+        start_rescuer=lambda: cluster.start_worker(slots=1, harness=HARNESS, lease_seconds=lease),
+        cut=lambda: proxy.set_mode("blackhole"),
+        heal=lambda: proxy.set_mode("pass"),
     )
-    cut_id = await worker_id(pool, cut)
-    client = ClientStore(db.config, pool)
-    [sid] = await enqueue(client, 1, {"gate": "cut"})
-    await wait_until(lambda: has_event(pool, sid, "turn.started"), what="the turn started")
-    [(epoch, expires)] = await fetch(
-        pool, "SELECT lease_epoch, lease_expires_at FROM sessions WHERE id = %s", sid
-    )
-
-    async def renewed() -> bool:
-        rows = await fetch(pool, "SELECT lease_expires_at FROM sessions WHERE id = %s", sid)
-        return bool(rows[0][0] > expires)
-
-    await wait_until(renewed, what="a lease renewal after the turn started")
-    rescuer = cluster.start_worker(slots=1, harness=HARNESS, lease_seconds=lease)
-    await worker_id(pool, rescuer)
-
-    proxy.set_mode("blackhole")
-    cut_off_at = time.monotonic()
-    await wait_until(
-        lambda: has_event(pool, sid, "turn.started", 2), what="the direct worker took over"
-    )
-    takeover = time.monotonic() - cut_off_at
+    sid, figures = await cut_heal_and_rejoin(cluster, pool, link, stop, renewal_deadline=deadline)
+    takeover, timed_out_after = figures.takeover_s, figures.timed_out_s
     assert lease - lease / 3 - 0.2 <= takeover <= lease + 3, takeover
-    [(new_epoch, owner)] = await fetch(
-        pool, "SELECT lease_epoch, lease_owner FROM sessions WHERE id = %s", sid
-    )
-    assert new_epoch == epoch + 1 and owner != cut_id
-
-    # Both workers' turns now ask to start their step; only the holder may.
-    cluster.open_gate("cut")
-    await wait_until(lambda: finished(pool, 1), what="the rescuer finished the turn")
-    await wait_until(lambda: log_shows(cut, SELF_FENCED), what="the cut-off worker fenced itself")
-    await wait_until(
-        lambda: log_shows(cut, RENEWAL_FAILED),
-        what="the cut-off worker's renewal ended at its client deadline",
-        within=deadline + lease / 3 + 12,
-    )
-    timed_out_after = time.monotonic() - cut_off_at
     assert timed_out_after <= deadline + lease / 3 + 12, timed_out_after
-    assert cut.proc.poll() is None, "the cut-off worker died instead of waiting it out"
-    settled = await fetch(
-        pool, "SELECT seq, kind, lease_epoch FROM events WHERE session_id = %s ORDER BY seq", sid
-    )
-    assert [(k, e) for _, k, e in settled] == [
-        ("turn.started", epoch),
-        ("turn.started", epoch + 1),
-        ("tool.called", epoch + 1),
-        ("tool.returned", epoch + 1),
-        ("turn.completed", epoch + 1),
-    ]
-
-    proxy.set_mode("pass")
-    await stop(rescuer)
-    [later] = await enqueue(client, 1, {"gate": "cut"})
-
-    async def cut_off_worker_served_again() -> bool:
-        rows = await fetch(
-            pool,
-            "SELECT worker_id FROM turns WHERE session_id = %s AND status = 'succeeded'",
-            later,
-        )
-        return bool(rows) and rows[0][0] == cut_id
-
-    await wait_until(cut_off_worker_served_again, what="the healed worker ran a new turn")
-    await stop(cut)
-    assert (
-        await fetch(
-            pool,
-            "SELECT seq, kind, lease_epoch FROM events WHERE session_id = %s ORDER BY seq",
-            sid,
-        )
-        == settled
-    )
-    assert len(cluster.journal_keys(sid)) == 1
-    assert await turn_states(pool) == [("succeeded", 2), ("succeeded", 1)]
     await assert_checks_pass(pool, cluster, faults={sid: 1})
     print(f"blackhole: takeover {takeover:.2f}s, renewal timed out after {timed_out_after:.2f}s")
 

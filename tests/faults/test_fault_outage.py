@@ -25,7 +25,6 @@ SIGTERM during the wait exits 0.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import time
@@ -43,7 +42,12 @@ import pytest
 from stint.lab.sse import http_status
 from stint.postgres.throwaway import ThrowawayTemplate
 from tests.api.conftest import ApiServer, free_port, start_api
-from tests.faults.outage_load import ApiTraffic, Background, EventFollower, HealthWatch, feed
+from tests.faults.outage_load import (
+    ApiTraffic,
+    EventFollower,
+    create_key,
+    under_load,
+)
 from tests.faults.private import (
     Private,
     Producer,
@@ -118,10 +122,6 @@ async def caught_up(followers: Sequence[EventFollower], log: dict[UUID, int]) ->
     return all(len(f.seqs) >= log[f.session_id] for f in followers)
 
 
-async def every_stream_delivered(followers: Sequence[EventFollower]) -> bool:
-    return all(f.seqs for f in followers)
-
-
 async def ready(port: int) -> bool:
     return await http_status("127.0.0.1", port, "/readyz") == 200
 
@@ -129,14 +129,6 @@ async def ready(port: int) -> bool:
 async def live_not_ready(port: int) -> bool:
     live = await http_status("127.0.0.1", port, "/livez")
     return live == 200 and await http_status("127.0.0.1", port, "/readyz") == 503
-
-
-async def create_key(p: Private) -> str:
-    """A key through the CLI, as an operator makes one."""
-    done = await asyncio.to_thread(p.workers.stint, "keys", "create", "--tenant", TENANT)
-    assert done.returncode == 0, done.stderr
-    token: str = json.loads(done.stdout)["token"]
-    return token
 
 
 @asynccontextmanager
@@ -219,25 +211,9 @@ async def test_fault_outage_recovery_under_load(
     async with private_stint(pg_template, tmp_path) as p, running_api(p) as api:
         producer = Producer(p.client, turn_input=TURN, tenant=TENANT)
         sessions = await producer.sessions(SESSIONS, "s")
-        token = await create_key(p)
-        ports = [free_port(), free_port()]
-        workers = [p.workers.start_worker(slots=4, health_port=port) for port in ports]
-        pids = [w.pid for w in workers]
-        health = HealthWatch(ports)
-        followers = [EventFollower(sid) for sid in sessions]
-        traffic = ApiTraffic(api.base_url, token, sessions)
-        watchers = Background()
-        watchers.start(health.run())
-        for follower in followers:
-            watchers.start(follower.run(api.port, token))
-        requests = asyncio.create_task(traffic.run())
-        stop_feeding = asyncio.Event()
-        feeding = asyncio.create_task(feed(producer, sessions, stop_feeding))
-        try:
-            await wait_until(lambda: health.all_ready_since(0.0), what="both workers ready")
-            await wait_until(
-                lambda: every_stream_delivered(followers), what="every stream is under way"
-            )
+        token = await create_key(p, TENANT)
+        async with under_load(p, api, producer, sessions, token) as load:
+            health, followers, traffic = load.health, load.followers, load.traffic
             down = time.time()
             await asyncio.to_thread(p.server.stop, "fast")
             await asyncio.sleep(outage_s)  # the outage itself, not a synchronisation
@@ -254,18 +230,11 @@ async def test_fault_outage_recovery_under_load(
             await wait_until(
                 lambda: traffic.answered_since(back, AFTER), what=f"{AFTER} requests answered"
             )
-            stop_feeding.set()
-            await asyncio.wait_for(feeding, timeout=60)
+            await load.stop_feeding()
             await wait_until(lambda: all_finished(p.pool), what="every turn finished", within=60)
             log = await last_seqs(p)
             await wait_until(lambda: caught_up(followers, log), what="every stream caught up")
-            traffic.stop()
-            await asyncio.wait_for(requests, timeout=60)
-        finally:
-            stop_feeding.set()
-            traffic.stop()
-            await asyncio.gather(feeding, requests, return_exceptions=True)
-            await watchers.stop()
+            await load.stop_traffic()
         first_turn = await first_start_since_back(p)
         assert first_turn is not None
         recovery = Recovery(
@@ -289,7 +258,7 @@ async def test_fault_outage_recovery_under_load(
         assert not wrong_streams(followers, log), wrong_streams(followers, log)[:5]
         assert not health.not_live(down), health.not_live(down)[:5]
         await assert_acknowledged_terminal(p.pool, producer)
-        stop_and_assert_clean_exit(workers, pids)
+        stop_and_assert_clean_exit(load.workers, load.pids)
         # The outage touched every session at most once: one retry each at most.
         await assert_checks_pass(p.workers, p.pool, dict.fromkeys(sessions, 1))
     print(f"outage-figure [{outage_s:g}s] checks passed (no_stranded_lease included)")

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import psutil
 import psycopg
+import psycopg.conninfo
 import pytest
 
 from stint.lab import cgroups
 from stint.lab.backends import (
+    KIND_ENV,
     POSTGRES_CPUS,
     POSTGRES_MEMORY_BYTES,
     URL_ENV,
@@ -26,6 +28,7 @@ from stint.lab.backends import (
 )
 from stint.lab.cgroups import Cgroup, CgroupError, cgroup_support, memory_of_process
 from stint.lab.container import container_unavailable, docker_engine_answers
+from stint.lab.patroni import patroni_unavailable
 from stint.postgres.pgbin import find_bindir
 from stint.postgres.throwaway import ThrowawayCluster, ThrowawayTemplate
 from stint.store.errors import PostgresBinariesNotFound
@@ -487,3 +490,42 @@ def test_an_unparseable_url_is_refused_without_showing_it(
     assert URL_ENV in str(refused.value)
     assert SECRET not in str(refused.value)
     assert refused.value.__cause__ is None and refused.value.__suppress_context__
+
+
+@pytest.mark.skipif(patroni_unavailable() is not None, reason=str(patroni_unavailable()))
+async def test_a_patroni_case_runs_on_the_primary_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """STINT_LOAD_BACKEND=patroni: a case gets a migrated database on a Patroni cluster of
+    its own, reached through the multi-host conninfo on its primary; closing stops it."""
+    monkeypatch.setenv(KIND_ENV, "patroni")
+    monkeypatch.delenv(URL_ENV, raising=False)
+    backends = LoadBackends(limit_workers=False)
+    try:
+        assert backends.kind == "patroni"
+        assert "Patroni" in backends.describe()
+        case = await backends.open_case("ha")
+        try:
+            assert case.backend.kind == "patroni"
+            params = psycopg.conninfo.conninfo_to_dict(case.target.conninfo)
+            assert params["target_session_attrs"] == "read-write"
+            assert len(str(params["host"]).split(",")) == 3
+            pid = case.postmaster_pid()
+            assert pid is not None and psutil.pid_exists(pid)
+            async with await psycopg.AsyncConnection.connect(case.target.conninfo) as conn:
+                cur = await conn.execute("SELECT pg_is_in_recovery()")
+                assert await cur.fetchone() == (False,)
+            data_dir = case.data_dir
+            assert data_dir is not None and data_dir.is_dir()
+        finally:
+            await case.close()
+        assert not psutil.pid_exists(pid)
+        assert not data_dir.exists()
+    finally:
+        backends.close()
+
+
+def test_an_unknown_load_backend_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KIND_ENV, "etcd")
+    with pytest.raises(BackendError, match=KIND_ENV):
+        LoadBackends(limit_workers=False)

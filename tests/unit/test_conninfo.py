@@ -19,6 +19,9 @@ SECRET = "s3cr3t-Pw"
     [
         f"postgresql://app:{SECRET}@db/x",
         f"postgres://app:{SECRET}@h1:5432,h2:5433/x?sslmode=require",
+        # An HA cluster: every member, libpq keeps the one that takes writes (guide/ha.md).
+        f"host=pg1,pg2,pg3 port=5432,5432,5432 password={SECRET} "
+        "target_session_attrs=read-write connect_timeout=2",
         f"host=db password={SECRET} dbname=x",
         f"host=db password='{SECRET} with space' dbname=x",
         f"postgresql://app@db/x?password={SECRET}",

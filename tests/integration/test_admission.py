@@ -23,6 +23,7 @@ QUEUED = AdmissionLimit.MAX_QUEUED
 RUNNING = AdmissionLimit.MAX_RUNNING
 SESSION_QUEUE = AdmissionLimit.MAX_SESSION_QUEUE
 BACKLOG = AdmissionLimit.GLOBAL_BACKLOG
+SESSIONS = AdmissionLimit.MAX_SESSIONS
 
 
 @pytest.fixture
@@ -50,6 +51,17 @@ async def _new(client: ClientStore, tenant: str | None, key: str = "k") -> Enque
     )
 
 
+def _names(
+    refusal: AdmissionRefused, limit: AdmissionLimit, value: int, tenant: str, what: str
+) -> None:
+    """The refusal carries the limit, its value and the tenant, and says them in one line."""
+    assert (refusal.limit, refusal.value, refusal.tenant) == (str(limit), value, tenant)
+    assert str(refusal) == (
+        f"admission refused: {limit} limit of {value} {what} reached for tenant {tenant}; "
+        "nothing was written"
+    )
+
+
 async def test_the_seed_keeps_the_old_per_session_default(db: ScratchTarget, pool: Pool) -> None:
     [default] = await AdmissionStore(db.config, pool).admission_list()
     assert (default.tenant, default.max_session_queue) == (DEFAULT_ROW, 16)
@@ -70,15 +82,7 @@ async def test_a_tenant_at_max_queued_is_refused_and_nothing_is_written(
     ):
         with pytest.raises(AdmissionRefused) as refused:
             await attempt
-        assert (refused.value.limit, refused.value.value, refused.value.tenant) == (
-            "max_queued",
-            3,
-            "acme",
-        )
-        assert str(refused.value) == (
-            "admission refused: max_queued limit of 3 unfinished turns reached for tenant acme; "
-            "nothing was written"
-        )
+        _names(refused.value, QUEUED, 3, "acme", "unfinished turns")
     assert await _counts(pool) == before
     # An idempotent retry of an admitted turn still answers, at the limit.
     again = await client.turns_enqueue(
@@ -214,9 +218,6 @@ async def test_bad_limits_are_refused_before_anything_is_written(
     assert await store.admission_list() == before
 
 
-SESSIONS = AdmissionLimit.MAX_SESSIONS
-
-
 async def test_a_tenant_at_max_sessions_creates_none_by_any_path_and_writes_nothing(
     db: ScratchTarget, pool: Pool, client: ClientStore
 ) -> None:
@@ -239,15 +240,7 @@ async def test_a_tenant_at_max_sessions_creates_none_by_any_path_and_writes_noth
     for attempt in attempts:
         with pytest.raises(SessionLimitReached) as refused:
             await attempt()
-        assert (refused.value.limit, refused.value.value, refused.value.tenant) == (
-            "max_sessions",
-            2,
-            "acme",
-        )
-        assert str(refused.value) == (
-            "admission refused: max_sessions limit of 2 sessions reached for tenant acme; "
-            "nothing was written"
-        )
+        _names(refused.value, SESSIONS, 2, "acme", "sessions")
     assert await _counts(pool) == before
     again = await client.turns_enqueue(
         session_id=None, idempotency_key="k", turn_input={}, tenant="acme", session_key="s1"

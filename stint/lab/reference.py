@@ -270,6 +270,8 @@ def json_outputs() -> list[JsonOutput]:
             {
                 "database": "false: another worker took this interval's run (never for the CLI)",
                 "reservations": "quota ledger rows of pruned turns",
+                "sessions": "idle sessions with no turn left (STINT_RETAIN_IDLE_SESSIONS_DAYS)",
+                "dashboard_sessions": "dashboard sign-ins that expired or were signed out",
                 "journals": "effect journals removed",
             },
         ),

@@ -58,7 +58,7 @@ class EffectiveLimits:
     max_running: int | None
     max_session_queue: int | None
     global_backlog: int | None
-    max_sessions: int | None = None
+    max_sessions: int | None
 
     @property
     def tenant_scoped(self) -> bool:

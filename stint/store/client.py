@@ -130,7 +130,7 @@ async def _keyed_session(
     return found.id
 
 
-async def create_session_in(
+async def _create_session(
     conn: AsyncConnection[TupleRow],
     limits: EffectiveLimits,
     *,
@@ -170,7 +170,7 @@ async def enqueue_in(
     limits: EffectiveLimits | None = None
     if session_id is None:
         limits = await effective_limits(conn, tenant=tenant)
-        new = await create_session_in(conn, limits, tenant=tenant, pin=pin, key=session_key)
+        new = await _create_session(conn, limits, tenant=tenant, pin=pin, key=session_key)
     if new is not None:
         sid = new.id
         locked = _LockedSession(tenant, 0, 0, None, False)
@@ -313,7 +313,7 @@ class ClientStore:
             conn.transaction(),
         ):
             limits = await effective_limits(conn, tenant=tenant)
-            new = await create_session_in(conn, limits, tenant=tenant, pin=pin, key=None)
+            new = await _create_session(conn, limits, tenant=tenant, pin=pin, key=None)
         assert new is not None  # without a creation key the insert always returns its row
         return new.id
 

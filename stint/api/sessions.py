@@ -86,7 +86,7 @@ def within_input_limit(svc: Services, value: Any, what: str) -> None:
     "/sessions",
     status_code=201,
     response_model=SessionOut,
-    responses=problem_responses(400, 401, 403, 413, 415, 422, 503),
+    responses=problem_responses(400, 401, 403, 413, 415, 422, 429, 503),
     summary="Create a session",
 )
 async def create_session(caller: Writer, svc: Svc, body: SessionCreate | None = None) -> SessionOut:

@@ -140,6 +140,13 @@ class Settings(BaseSettings):
     retain_workers_days: float = Field(
         7.0, ge=0, le=36_500, description="days rows of stopped workers are kept; 0 keeps them"
     )
+    retain_idle_sessions_days: float = Field(
+        30.0,
+        ge=0,
+        le=36_500,
+        description="days an idle session with no turn left is kept after its last change; "
+        "0 keeps them",
+    )
     prune_interval: float = Field(
         3600.0, ge=0, le=86_400 * 7, description="seconds between a worker's prune runs; 0 is off"
     )

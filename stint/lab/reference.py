@@ -189,7 +189,7 @@ def json_outputs() -> list[JsonOutput]:
     """Every JSON shape a ``stint`` command prints, from the functions that print them."""
     sizing = _sizing_sample()
     session = SessionUsage(_ID, "idle", 3, [_turn()])
-    limits = LimitsRow("*", None, None, 16, None, 0, 0)
+    limits = LimitsRow("*", None, None, 16, None, None, 0, 0, 0)
     admission = admission_json([limits], 0)
     status = status_json(
         StatusSummary(
@@ -270,6 +270,8 @@ def json_outputs() -> list[JsonOutput]:
             {
                 "database": "false: another worker took this interval's run (never for the CLI)",
                 "reservations": "quota ledger rows of pruned turns",
+                "sessions": "idle sessions with no turn left (STINT_RETAIN_IDLE_SESSIONS_DAYS)",
+                "dashboard_sessions": "dashboard sign-ins that expired or were signed out",
                 "journals": "effect journals removed",
             },
         ),
@@ -395,6 +397,7 @@ def json_outputs() -> list[JsonOutput]:
             {
                 "queued": "unfinished turns (the `*` row: of sessions without a tenant)",
                 "running": "active sessions (the `*` row: of sessions without a tenant)",
+                "sessions": "sessions held, any status (the `*` row: without a tenant)",
             },
         ),
     ]

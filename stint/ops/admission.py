@@ -24,6 +24,7 @@ _FLAGS = {
     AdmissionLimit.MAX_RUNNING: "--max-running",
     AdmissionLimit.MAX_SESSION_QUEUE: "--max-session-queue",
     AdmissionLimit.GLOBAL_BACKLOG: "--global-backlog",
+    AdmissionLimit.MAX_SESSIONS: "--max-sessions",
 }
 
 
@@ -91,9 +92,10 @@ def add_admission_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         "admission",
         help="set or show the admission limits enqueue checks (per tenant, default, global)",
-        description="Limits in the database that every enqueue checks: a refused turn exits "
-        "3 (HTTP 429) and writes nothing. N is a whole number, or none to clear it (a "
-        "tenant then follows the default; the default is then unlimited).",
+        description="Limits in the database that every enqueue (and every new session) "
+        "checks: a refused turn or session exits 3 (HTTP 429) and writes nothing. N is a "
+        "whole number, or none to clear it (a tenant then follows the default; the default "
+        "is then unlimited).",
     )
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     s = actions.add_parser("set", help="write limits; the others keep their value")
@@ -107,6 +109,11 @@ def add_admission_parser(sub: Any) -> argparse.ArgumentParser:
         "--max-running", metavar="N", help="active sessions (with an unfinished turn) of one tenant"
     )
     s.add_argument("--max-session-queue", metavar="N", help="unfinished turns of one session")
+    s.add_argument(
+        "--max-sessions",
+        metavar="N",
+        help="sessions one tenant holds (any status; retention removes idle ones with no turns)",
+    )
     s.add_argument("--global-backlog", metavar="N", help="unfinished turns of all tenants")
     actions.add_parser("show", help="the limits and what each tenant has in flight, as JSON")
     return p

@@ -64,6 +64,7 @@ from stint.ops.schedule_cli import add_schedule_parser
 from stint.ops.show import session_json, turn_of_session_json
 from stint.ops.size_cli import add_size_parser
 from stint.ops.status import mcp_listing, render_status
+from stint.ops.stopping import until_stopped
 from stint.ops.webhook_cli import add_webhook_parser
 from stint.store.admission import AdmissionStore
 from stint.store.client import ClientStore
@@ -201,7 +202,7 @@ async def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
         def emit(event: dict[str, Any]) -> None:
             print(json.dumps(event), flush=True)
 
-        await follow_events(
+        following = follow_events(
             client,
             config,
             session_id=session_id,
@@ -210,6 +211,10 @@ async def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
             emit=emit,
             on_gap=tell_pruned,
         )
+        if not args.follow:
+            await following
+        elif await until_stopped(following):  # SIGINT or SIGTERM, however inherited
+            return EXIT_INTERRUPTED
         return 0
 
     return await _with_client(config, tail)

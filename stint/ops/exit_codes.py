@@ -66,9 +66,9 @@ COMMANDS: Mapping[str, ExitCodes] = {
         ),
         (
             EXIT_REFUSED,
-            "refused by an admission limit (the session's queue, the tenant's unfinished turns or "
-            "active sessions, the global backlog: one line naming the limit, its value and the "
-            "tenant), or busy with --busy reject; nothing written",
+            "refused by an admission limit (the session's queue, the tenant's unfinished turns, "
+            "active sessions or sessions, the global backlog: one line naming the limit, its "
+            "value and the tenant), or busy with --busy reject; nothing written",
         ),
     ),
     "cancel": (
@@ -86,7 +86,11 @@ COMMANDS: Mapping[str, ExitCodes] = {
     "tail": (
         (EXIT_OK, "printed"),
         (EXIT_BAD_INPUT, "unknown session, or --after beyond its last event"),
-        (EXIT_INTERRUPTED, "with --follow: stopped by Ctrl-C, its usual end"),
+        (
+            EXIT_INTERRUPTED,
+            "with --follow: stopped by Ctrl-C (SIGINT) or SIGTERM, its usual end (even when "
+            "started with SIGINT ignored, as a background job of a script is)",
+        ),
         (EXIT_PIPE_CLOSED, "the reader closed the pipe (| head); nothing on stderr"),
     ),
     "show": (

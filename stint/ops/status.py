@@ -58,7 +58,8 @@ def _admission_lines(admission: dict[str, Any]) -> list[str]:
         lines.append(
             f"  {who}: queued {usage['queued']}/{_limit(limits['max_queued'])}  "
             f"active sessions {usage['running']}/{_limit(limits['max_running'])}  "
-            f"per session {_limit(limits['max_session_queue'])}"
+            f"per session {_limit(limits['max_session_queue'])}  "
+            f"sessions {usage['sessions']}/{_limit(limits['max_sessions'])}"
         )
     return lines
 

@@ -10,6 +10,12 @@ concurrent producers are serialised exactly where they share a limit and can
 never overshoot it. Usage is counted, never kept in counters: the claim and
 finish statements (the hot path) do no extra write, and the count reads only
 ``sessions_open_tenant_idx``, whose entries are the sessions with work.
+
+Creating a session calls :func:`admit_session` first, in the creating
+transaction: with a ``max_sessions`` limit it takes the tenant's sessions lock,
+then counts the tenant's sessions (``sessions_tenant_created_idx``), so
+concurrent creators never overshoot either. Retention removes idle sessions
+with no turns, which frees their places.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 
 from stint.store.config import StoreConfig
-from stint.store.errors import AdmissionRefused, InvalidInput, QueueFull
+from stint.store.errors import AdmissionRefused, InvalidInput, QueueFull, SessionLimitReached
 from stint.store.fetch import execute, fetch_all, fetch_one, fetch_optional
 from stint.store.input_rules import check_tenant
 from stint.store.pool import Pool
@@ -35,6 +41,7 @@ __all__ = [
     "EffectiveLimits",
     "LimitsRow",
     "admit",
+    "admit_session",
     "check_session_queue",
     "effective_limits",
 ]
@@ -51,6 +58,7 @@ class EffectiveLimits:
     max_running: int | None
     max_session_queue: int | None
     global_backlog: int | None
+    max_sessions: int | None
 
     @property
     def tenant_scoped(self) -> bool:
@@ -66,8 +74,10 @@ class LimitsRow:
     max_running: int | None
     max_session_queue: int | None
     global_backlog: int | None
+    max_sessions: int | None
     queued: int
     running: int
+    sessions: int
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -76,8 +86,9 @@ class LimitsRow:
                 str(AdmissionLimit.MAX_QUEUED): self.max_queued,
                 str(AdmissionLimit.MAX_RUNNING): self.max_running,
                 str(AdmissionLimit.MAX_SESSION_QUEUE): self.max_session_queue,
+                str(AdmissionLimit.MAX_SESSIONS): self.max_sessions,
             },
-            "usage": {"queued": self.queued, "running": self.running},
+            "usage": {"queued": self.queued, "running": self.running, "sessions": self.sessions},
         }
 
 
@@ -89,18 +100,30 @@ class _Usage:
 
 
 @dataclass(frozen=True)
+class _Sessions:
+    sessions: int
+    keyed: bool
+
+
+@dataclass(frozen=True)
 class _Backlog:
     backlog: int
 
 
-_UNLIMITED = EffectiveLimits(None, None, None, None)
+_UNLIMITED = EffectiveLimits(None, None, None, None, None)
 
 
 def _tenant_name(tenant: str | None) -> str:
     return f"tenant {tenant}" if tenant is not None else "no tenant"
 
 
-def _refuse(limit: AdmissionLimit, value: int, tenant: str | None, what: str) -> AdmissionRefused:
+def _refuse(
+    limit: AdmissionLimit,
+    value: int,
+    tenant: str | None,
+    what: str,
+    kind: type[AdmissionRefused] = AdmissionRefused,
+) -> AdmissionRefused:
     """The one-line refusal: which limit, its value, and whose it is."""
     if limit is AdmissionLimit.GLOBAL_BACKLOG:
         owner = "all tenants"
@@ -108,7 +131,7 @@ def _refuse(limit: AdmissionLimit, value: int, tenant: str | None, what: str) ->
         owner = "sessions without a tenant"
     else:
         owner = _tenant_name(tenant)
-    return AdmissionRefused(
+    return kind(
         f"admission refused: {limit} limit of {value} {what} reached for {owner}; "
         "nothing was written",
         limit=str(limit),
@@ -165,6 +188,28 @@ async def admit(
     backlog = limits.global_backlog
     if backlog is not None and usage.backlog is not None and usage.backlog >= backlog:
         raise _refuse(AdmissionLimit.GLOBAL_BACKLOG, backlog, tenant, "unfinished turns")
+
+
+async def admit_session(
+    conn: AsyncConnection[TupleRow],
+    limits: EffectiveLimits,
+    *,
+    tenant: str | None,
+    creation_key: str | None,
+) -> None:
+    """Refuse a new session when ``tenant`` already holds ``max_sessions`` of them
+    (``SessionLimitReached``). Runs in the creating transaction, before the insert;
+    a retry whose ``creation_key`` already made a session is let through (it creates
+    nothing). With no such limit it costs no statement."""
+    limit = limits.max_sessions
+    if limit is None:
+        return
+    await execute(conn, "admission_lock_sessions", tenant=tenant)
+    held = await fetch_one(
+        conn, _Sessions, "admission_sessions", tenant=tenant, creation_key=creation_key
+    )
+    if held.sessions >= limit and not held.keyed:
+        raise _refuse(AdmissionLimit.MAX_SESSIONS, limit, tenant, "sessions", SessionLimitReached)
 
 
 class AdmissionStore:

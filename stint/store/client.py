@@ -17,7 +17,13 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
-from stint.store.admission import admit, check_session_queue, effective_limits
+from stint.store.admission import (
+    EffectiveLimits,
+    admit,
+    admit_session,
+    check_session_queue,
+    effective_limits,
+)
 from stint.store.config import StoreConfig
 from stint.store.controls import stop_active_turn
 from stint.store.errors import (
@@ -124,6 +130,23 @@ async def _keyed_session(
     return found.id
 
 
+async def _create_session(
+    conn: AsyncConnection[TupleRow],
+    limits: EffectiveLimits,
+    *,
+    tenant: str | None,
+    pin: str | None,
+    key: str | None,
+) -> _NewSession | None:
+    """A new session, inside the caller's transaction, once the tenant's session
+    limit admits it (``SessionLimitReached`` otherwise, before anything is written).
+    With a creation ``key`` an earlier call already used: None (nothing created)."""
+    await admit_session(conn, limits, tenant=tenant, creation_key=key)
+    return await fetch_optional(
+        conn, _NewSession, "sessions_create", tenant=tenant, pin=pin, creation_key=key
+    )
+
+
 async def enqueue_in(
     conn: AsyncConnection[TupleRow],
     config: StoreConfig,
@@ -144,15 +167,10 @@ async def enqueue_in(
     busy = BusyStrategy(busy)
     payload = Jsonb(turn_input)
     new: _NewSession | None = None
+    limits: EffectiveLimits | None = None
     if session_id is None:
-        new = await fetch_optional(
-            conn,
-            _NewSession,
-            "sessions_create",
-            tenant=tenant,
-            pin=pin,
-            creation_key=session_key,
-        )
+        limits = await effective_limits(conn, tenant=tenant)
+        new = await _create_session(conn, limits, tenant=tenant, pin=pin, key=session_key)
     if new is not None:
         sid = new.id
         locked = _LockedSession(tenant, 0, 0, None, False)
@@ -184,7 +202,8 @@ async def enqueue_in(
                 raise IdempotencyConflict(session=sid, idempotency_key=idempotency_key)
             return EnqueueResult(sid, existing.id, existing.seq, created=False)
     queued = locked.queued_turns
-    limits = await effective_limits(conn, tenant=locked.tenant)
+    if limits is None:
+        limits = await effective_limits(conn, tenant=locked.tenant)
     check_session_queue(limits, session_id=sid, queued=queued, tenant=locked.tenant)
     if queued and busy is BusyStrategy.REJECT:
         raise SessionBusy(
@@ -286,11 +305,16 @@ class ClientStore:
             )
 
     async def sessions_create(self, *, tenant: str | None = None, pin: str | None = None) -> UUID:
-        """A new idle session with no turns (load tests seed these before the burst)."""
-        async with guarded("sessions_create", self._config), self._pool.connection() as conn:
-            new = await fetch_one(
-                conn, _NewSession, "sessions_create", tenant=tenant, pin=pin, creation_key=None
-            )
+        """A new idle session with no turns, if ``tenant``'s session limit admits it
+        (``SessionLimitReached`` otherwise: nothing is written)."""
+        async with (
+            guarded("sessions_create", self._config),
+            self._pool.connection() as conn,
+            conn.transaction(),
+        ):
+            limits = await effective_limits(conn, tenant=tenant)
+            new = await _create_session(conn, limits, tenant=tenant, pin=pin, key=None)
+        assert new is not None  # without a creation key the insert always returns its row
         return new.id
 
     async def events_after(

@@ -33,6 +33,7 @@ __all__ = [
     "QueueFull",
     "QuotaScopeUnknown",
     "SessionBusy",
+    "SessionLimitReached",
     "StoreError",
     "UnknownSchedule",
     "UnknownSession",
@@ -150,6 +151,10 @@ class AdmissionRefused(StoreError):
 
 class QueueFull(AdmissionRefused):
     """The session's turn queue is full; nothing was written."""
+
+
+class SessionLimitReached(AdmissionRefused):
+    """The tenant holds as many sessions as its limit allows; nothing was written."""
 
 
 class QuotaScopeUnknown(StoreError):

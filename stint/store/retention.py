@@ -5,6 +5,8 @@ prune never holds locks for long and never blocks a claim (claims skip locked
 rows). Events go from the head of each session's log only, and the session
 records how far (``events_pruned_through``), so a log stays contiguous from
 there to its last seq. Turns go with their steps and conversation messages.
+Idle sessions with no turn left go once unchanged for their horizon, and
+dashboard sign-ins once they ended.
 """
 
 from __future__ import annotations
@@ -93,6 +95,27 @@ class RetentionStore:
         params = {"horizon_seconds": horizon_seconds, "batch": batch}
         async with guarded("prune_turns", self._config), self._pool.connection() as conn:
             return await fetch_one(conn, TurnsPruned, "prune_turns", **params)
+
+    async def prune_idle_sessions(self, *, horizon_seconds: float, batch: int) -> int:
+        """One batch of idle sessions with no turn, event or schedule, unchanged since
+        the horizon: locked in one statement, deleted by the next (lock first)."""
+        params = {"horizon_seconds": horizon_seconds, "batch": batch}
+        async with (
+            guarded("prune_idle_sessions", self._config),
+            self._pool.connection() as conn,
+            conn.transaction(),
+        ):
+            locked = await fetch_all(conn, _Session, "prune_idle_sessions_lock", **params)
+            if not locked:
+                return 0
+            ids = [row.session_id for row in locked]
+            gone = await fetch_one(conn, _Count, "prune_idle_sessions", session_ids=ids, **params)
+        return gone.count
+
+    async def prune_dashboard_sessions(self, *, batch: int) -> int:
+        """One batch of dashboard sign-ins that expired or were signed out."""
+        async with guarded("prune_dashboard_sessions", self._config), self._pool.connection() as c:
+            return (await fetch_one(c, _Count, "prune_dashboard_sessions", batch=batch)).count
 
     async def prune_workers(self, *, horizon_seconds: float) -> int:
         params = {"horizon_seconds": horizon_seconds}

@@ -37,6 +37,7 @@ class AdmissionLimit(StrEnum):
     MAX_RUNNING = "max_running"
     MAX_SESSION_QUEUE = "max_session_queue"
     GLOBAL_BACKLOG = "global_backlog"
+    MAX_SESSIONS = "max_sessions"
 
 
 class SessionStatus(StrEnum):

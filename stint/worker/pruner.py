@@ -2,8 +2,9 @@
 
 ``prune`` is one run: the events pass (the head of each log, up to turns
 finished before the events horizon), the turns pass (turns finished before
-the turns horizon, with their steps, messages and remaining events), worker
-rows, then the journals in this process's workspace whose sessions have no
+the turns horizon, with their steps, messages and remaining events), idle
+sessions with no turn left (unchanged since their horizon), worker rows,
+ended dashboard sign-ins, then the journals in this process's workspace whose sessions have no
 turn left. Each batch is its own short transaction, so a run never blocks
 claims for long; a run stops when a batch comes back smaller than asked.
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -45,6 +46,7 @@ class RetentionPlan:
     workers_days: float
     batch: int
     every_seconds: float
+    idle_sessions_days: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RetentionPlan:
@@ -54,6 +56,7 @@ class RetentionPlan:
             workers_days=settings.retain_workers_days,
             batch=settings.prune_batch,
             every_seconds=settings.prune_interval,
+            idle_sessions_days=settings.retain_idle_sessions_days,
         )
 
 
@@ -68,6 +71,8 @@ class PruneReport:
     messages: int = 0
     reservations: int = 0
     workers: int = 0
+    sessions: int = 0
+    dashboard_sessions: int = 0
     schedule_ticks: int = 0
     webhook_deliveries: int = 0
     journals: int = 0
@@ -127,9 +132,28 @@ async def _prune_database(
             report.reservations += turns.reservations
             if turns.turns < plan.batch:
                 break
+    if plan.idle_sessions_days > 0:
+        report.sessions = await _in_batches(
+            store.prune_idle_sessions,
+            horizon_seconds=plan.idle_sessions_days * _DAY,
+            batch=plan.batch,
+        )
     if plan.workers_days > 0:
         report.workers = await store.prune_workers(horizon_seconds=plan.workers_days * _DAY)
+    report.dashboard_sessions = await _in_batches(store.prune_dashboard_sessions, batch=plan.batch)
     await _prune_automation(store, plan, report)
+
+
+async def _in_batches(
+    prune_batch: Callable[..., Awaitable[int]], *, batch: int, **params: float
+) -> int:
+    """Run one batch statement until a batch comes back smaller than asked; the total."""
+    removed = 0
+    while True:
+        done = await prune_batch(batch=batch, **params)
+        removed += done
+        if done < batch:
+            return removed
 
 
 async def _prune_automation(
@@ -143,13 +167,9 @@ async def _prune_automation(
         (plan.events_days, store.prune_webhook_deliveries, "webhook_deliveries"),
     )
     for days, prune_batch, field in passes:
-        if days <= 0:
-            continue
-        while True:
-            removed = await prune_batch(horizon_seconds=days * _DAY, batch=plan.batch)
+        if days > 0:
+            removed = await _in_batches(prune_batch, horizon_seconds=days * _DAY, batch=plan.batch)
             setattr(report, field, getattr(report, field) + removed)
-            if removed < plan.batch:
-                break
 
 
 async def _sweep_journals(

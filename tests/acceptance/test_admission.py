@@ -49,17 +49,27 @@ async def test_set_show_and_status(cluster: Cluster) -> None:
     assert shown["global_backlog"] == {"limit": 100, "unfinished_turns": 1}
     default, acme = shown["tenants"]
     assert default["tenant"] == "*"
-    assert default["limits"] == {"max_queued": None, "max_running": None, "max_session_queue": 16}
+    assert default["limits"] == {
+        "max_queued": None,
+        "max_running": None,
+        "max_session_queue": 16,
+        "max_sessions": None,
+    }
     assert acme == {
         "tenant": "acme",
-        "limits": {"max_queued": 5, "max_running": 2, "max_session_queue": None},
-        "usage": {"queued": 1, "running": 1},
+        "limits": {
+            "max_queued": 5,
+            "max_running": 2,
+            "max_session_queue": None,
+            "max_sessions": None,
+        },
+        "usage": {"queued": 1, "running": 1, "sessions": 1},
     }
     status = json.loads(cluster.stint("status", "--json").stdout)
     assert status["admission"] == shown
     text = cluster.stint("status").stdout
     assert "global backlog limit 100" in text
-    assert "tenant acme: queued 1/5  active sessions 1/2" in text
+    assert "tenant acme: queued 1/5  active sessions 1/2  per session -  sessions 1/-" in text
     # none clears a limit: the tenant follows the default again.
     assert (
         cluster.stint("admission", "set", "--tenant", "acme", "--max-queued", "none").returncode

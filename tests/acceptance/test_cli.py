@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -121,12 +122,7 @@ async def test_tail_follow_streams_and_resumes_after_losing_its_connection(
         "session_id"
     ]
     out = (tmp_path / "tail.out").open("w")
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "stint.ops.cli", "tail", sid, "--follow"],
-        env={**os.environ, **cluster.env},
-        stdout=out,
-        stderr=subprocess.DEVNULL,
-    )
+    follower = _follower(cluster, sid, out)
     try:
         worker = cluster.start_worker(slots=1)
 
@@ -151,10 +147,43 @@ async def test_tail_follow_streams_and_resumes_after_losing_its_connection(
         assert printed() == list(range(1, 9))
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
-    finally:
         follower.send_signal(signal.SIGINT)
-        follower.wait(timeout=30)
+        assert follower.wait(timeout=30) == 130  # its usual end, though it inherited SIGINT ignored
+    finally:
+        follower.kill()
+        follower.wait()
         out.close()
+
+
+def _follower(cluster: Cluster, sid: str, out: IO[str]) -> subprocess.Popen[bytes]:
+    """``stint tail SID --follow`` started as a script's background job is: with SIGINT
+    ignored (a non-interactive shell's ``cmd &``, and so a test run sent to the
+    background, passes that on). It used to ignore SIGINT then, and never ended."""
+    tail = [sys.executable, "-m", "stint.ops.cli", "tail", sid, "--follow"]
+    return subprocess.Popen(
+        ["sh", "-c", 'trap "" INT; exec "$0" "$@"', *tail],
+        env={**os.environ, **cluster.env},
+        stdout=out,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+async def test_tail_follow_ends_on_sigterm_too(cluster: Cluster, tmp_path: Path) -> None:
+    sid = json.loads(cluster.stint("enqueue", '{"min_wait_ms": 0}').stdout)["session_id"]
+    cluster.stint("cancel", sid)  # one event to print: turn.cancelled
+    with (tmp_path / "tail.out").open("w") as out:
+        follower = _follower(cluster, sid, out)
+        try:
+
+            async def printed() -> bool:
+                return bool((tmp_path / "tail.out").read_text().strip())
+
+            await wait_until(printed, what="the follower printed the log so far")
+            follower.send_signal(signal.SIGTERM)
+            assert follower.wait(timeout=30) == 130
+        finally:
+            follower.kill()
+            follower.wait()
 
 
 async def test_enqueue_reads_input_from_stdin(cluster: Cluster) -> None:

@@ -69,3 +69,7 @@ async def test_stint_prune_runs_now_and_says_what_it_removed(
     )
     assert (pruned["turns"], pruned["steps"], pruned["events"], pruned["journals"]) == (1, 1, 4, 1)
     assert await count_rows(pool, "turns") == 0
+    # The session is idle with no turn left: it goes with its own horizon, not before.
+    assert pruned["sessions"] == 0 and await count_rows(pool, "sessions") == 1
+    gone = json.loads(cluster.stint("prune", STINT_RETAIN_IDLE_SESSIONS_DAYS="0.0000001").stdout)
+    assert gone["sessions"] == 1 and await count_rows(pool, "sessions") == 0

@@ -11,9 +11,11 @@ import json
 
 import httpx
 
+from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
+from stint.store.vocabulary import AdmissionLimit
 from tests.api.conftest import ApiServer, Keys, bearer, row_counts
-from tests.workers import Cluster
+from tests.workers import Cluster, set_limits
 
 
 async def _cli(cluster: Cluster, *args: str) -> tuple[int, str, str]:
@@ -115,3 +117,50 @@ async def test_a_number_too_small_to_store_is_refused_by_the_api(
         headers={**bearer(keys.a), "Content-Type": "application/json"},
     )
     assert kept.status_code == 201, kept.text
+
+
+async def test_sessions_past_the_tenants_limit_are_refused_by_the_api_and_write_nothing(
+    db: ScratchTarget, http: httpx.AsyncClient, keys: Keys, pool: Pool
+) -> None:
+    """Before: 2,000 sessions in 6 s with one key, and no limit could stop them."""
+    await set_limits(pool, db.config, {AdmissionLimit.MAX_SESSIONS: 2}, tenant="a")
+    for _ in range(2):
+        made = await http.post("/v1/sessions", json={}, headers=bearer(keys.a))
+        assert made.status_code == 201, made.text
+    before = await row_counts(pool)
+    refused = await http.post("/v1/sessions", json={"pin": "v2"}, headers=bearer(keys.a))
+    assert refused.status_code == 429, refused.text
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.headers["retry-after"] == "1"
+    assert refused.json()["detail"] == (
+        "admission refused: max_sessions limit of 2 sessions reached for tenant a; "
+        "nothing was written"
+    )
+    assert await row_counts(pool) == before
+    other = await http.post("/v1/sessions", json={}, headers=bearer(keys.b))
+    assert other.status_code == 201, other.text
+
+
+async def test_sessions_past_the_tenants_limit_are_refused_by_the_cli_and_write_nothing(
+    cluster: Cluster, pool: Pool
+) -> None:
+    """``stint admission set --max-sessions`` and ``stint enqueue`` without a session:
+    exit 3 with the same one line as the API's 429, nothing written."""
+    code, _, err = await _cli(
+        cluster, "admission", "set", "--tenant", "acme", "--max-sessions", "1"
+    )
+    assert code == 0, err
+    code, _, err = await _cli(cluster, "enqueue", "--tenant", "acme", "{}")
+    assert code == 0, err
+    before = await row_counts(pool)
+    code, out, err = await _cli(cluster, "enqueue", "--tenant", "acme", "{}")
+    assert (code, out) == (3, ""), err
+    assert err.strip() == (
+        "stint enqueue: admission refused: max_sessions limit of 1 sessions reached for "
+        "tenant acme; nothing was written"
+    )
+    assert await row_counts(pool) == before
+    code, out, err = await _cli(cluster, "admission", "show")
+    assert code == 0, err
+    [acme] = [row for row in json.loads(out)["tenants"] if row["tenant"] == "acme"]
+    assert (acme["limits"]["max_sessions"], acme["usage"]["sessions"]) == (1, 1)

@@ -26,6 +26,7 @@ from stint.lab.proxy import FaultProxy
 from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
+from stint.store.config import ROLE_LISTEN
 from stint.store.pool import Pool
 from stint.worker.context import TurnContext
 from stint.worker.journal import EffectJournal
@@ -202,20 +203,47 @@ async def test_fault_blackhole_fences_the_cut_off_worker_and_a_direct_one_takes_
     print(f"blackhole: takeover {takeover:.2f}s, renewal timed out after {timed_out_after:.2f}s")
 
 
+# A pool found a connection reset: on borrow (idle at the reset), or under a
+# statement of a slot, the claimer or the lease keeper (in use at the reset).
+_POOL_SAW_A_RESET = (
+    "a pooled connection died",
+    "store failed, giving it back",
+    "claim failed",
+    "lease renewal failed",
+)
+
+
+async def _listening(pool: Pool, worker: WorkerProc, resets: int) -> bool:
+    """Is the worker's listener connected, and again since the last of ``resets``?"""
+    if resets:
+        return worker.log_text().count("listener connected again") >= resets
+    rows = await fetch(
+        pool,
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND application_name = %s AND query ILIKE 'LISTEN%%'",
+        ROLE_LISTEN,
+    )
+    return bool(rows[0][0])
+
+
 async def test_fault_reset_connections_mid_run_completes_every_turn_once(
     cluster: Cluster, db: ScratchTarget, pool: Pool, proxy: FaultProxy
 ) -> None:
     """Every connection of the worker is reset (RST) three times while turns run:
-    it reconnects and all turns succeed, each effect exactly once."""
+    it reconnects and all turns succeed, each effect exactly once.
+
+    Each reset waits for the listener to be connected again since the last one, so
+    each breaks it: under load a reset could otherwise land while the listener was
+    still reconnecting and break nothing of it."""
     worker = cluster.start_worker(slots=2, database_url=via(proxy, db))
     sessions = await enqueue(ClientStore(db.config, pool), 6, {"min_wait_ms": 150}, turns=3)
     resets = 0
     for target in (3, 7, 11):
 
-        async def progressed(target: int = target) -> bool:
-            return proxy.connections > 0 and await finished(pool, target)
+        async def progressed(target: int = target, resets: int = resets) -> bool:
+            return await _listening(pool, worker, resets) and await finished(pool, target)
 
-        await wait_until(progressed, what=f"{target} turns finished", within=60)
+        await wait_until(progressed, what=f"{target} turns finished, listener up", within=60)
         proxy.set_mode("reset")
         resets += 1
     await wait_until(lambda: finished(pool, 18), what="all 18 turns finished", within=90)
@@ -226,10 +254,13 @@ async def test_fault_reset_connections_mid_run_completes_every_turn_once(
         assert len(keys) == len(set(keys)) == 3, keys
     assert await fetch(pool, "SELECT DISTINCT status FROM steps") == [("committed",)]
     # The resets reached the worker: its always-open LISTEN connection broke each
-    # time, and running turns found their pooled connections gone.
+    # time, and its pools found their connections gone, whichever way: a connection
+    # idle at the reset fails its check when next borrowed, one in use fails its
+    # statement. Which a run sees depends on where the turns were at each reset
+    # (the old assertion wanted a slot's failed statement, which not every run has).
     log = worker.log_text()
     assert log.count("listener lost its connection") >= resets
-    assert "store failed, giving it back" in log
+    assert any(mark in log for mark in _POOL_SAW_A_RESET), log[-3000:]
     await stop(worker)
     await assert_checks_pass(pool, cluster)
     print(f"reset: max attempts {max(a for _, a in states)}")

@@ -13,7 +13,7 @@ from stint.store.admission import DEFAULT_ROW, AdmissionStore
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI
 from stint.store.controls import ControlStore
-from stint.store.errors import AdmissionRefused, InvalidInput, QueueFull
+from stint.store.errors import AdmissionRefused, InvalidInput, QueueFull, SessionLimitReached
 from stint.store.models import EnqueueResult
 from stint.store.pool import Pool, open_pool
 from stint.store.vocabulary import AdmissionLimit, ControlAction
@@ -23,6 +23,7 @@ QUEUED = AdmissionLimit.MAX_QUEUED
 RUNNING = AdmissionLimit.MAX_RUNNING
 SESSION_QUEUE = AdmissionLimit.MAX_SESSION_QUEUE
 BACKLOG = AdmissionLimit.GLOBAL_BACKLOG
+SESSIONS = AdmissionLimit.MAX_SESSIONS
 
 
 @pytest.fixture
@@ -50,6 +51,17 @@ async def _new(client: ClientStore, tenant: str | None, key: str = "k") -> Enque
     )
 
 
+def _names(
+    refusal: AdmissionRefused, limit: AdmissionLimit, value: int, tenant: str, what: str
+) -> None:
+    """The refusal carries the limit, its value and the tenant, and says them in one line."""
+    assert (refusal.limit, refusal.value, refusal.tenant) == (str(limit), value, tenant)
+    assert str(refusal) == (
+        f"admission refused: {limit} limit of {value} {what} reached for tenant {tenant}; "
+        "nothing was written"
+    )
+
+
 async def test_the_seed_keeps_the_old_per_session_default(db: ScratchTarget, pool: Pool) -> None:
     [default] = await AdmissionStore(db.config, pool).admission_list()
     assert (default.tenant, default.max_session_queue) == (DEFAULT_ROW, 16)
@@ -70,15 +82,7 @@ async def test_a_tenant_at_max_queued_is_refused_and_nothing_is_written(
     ):
         with pytest.raises(AdmissionRefused) as refused:
             await attempt
-        assert (refused.value.limit, refused.value.value, refused.value.tenant) == (
-            "max_queued",
-            3,
-            "acme",
-        )
-        assert str(refused.value) == (
-            "admission refused: max_queued limit of 3 unfinished turns reached for tenant acme; "
-            "nothing was written"
-        )
+        _names(refused.value, QUEUED, 3, "acme", "unfinished turns")
     assert await _counts(pool) == before
     # An idempotent retry of an admitted turn still answers, at the limit.
     again = await client.turns_enqueue(
@@ -212,3 +216,87 @@ async def test_bad_limits_are_refused_before_anything_is_written(
     with pytest.raises(InvalidInput, match="no limit given"):
         await store.admission_set(tenant="acme", limits={})
     assert await store.admission_list() == before
+
+
+async def test_a_tenant_at_max_sessions_creates_none_by_any_path_and_writes_nothing(
+    db: ScratchTarget, pool: Pool, client: ClientStore
+) -> None:
+    """POST /v1/sessions's path, an enqueue without a session, and a keyed enqueue are
+    all refused once the tenant holds its sessions; a retry of a keyed creation that
+    already made its session still answers; other tenants are not held to it."""
+    await set_limits(pool, db.config, {SESSIONS: 2}, tenant="acme")
+    await client.sessions_create(tenant="acme")
+    keyed = await client.turns_enqueue(
+        session_id=None, idempotency_key="k", turn_input={}, tenant="acme", session_key="s1"
+    )
+    before = await _counts(pool)
+    attempts = (
+        lambda: client.sessions_create(tenant="acme"),
+        lambda: _new(client, "acme", key="other"),
+        lambda: client.turns_enqueue(
+            session_id=None, idempotency_key="k", turn_input={}, tenant="acme", session_key="s2"
+        ),
+    )
+    for attempt in attempts:
+        with pytest.raises(SessionLimitReached) as refused:
+            await attempt()
+        _names(refused.value, SESSIONS, 2, "acme", "sessions")
+    assert await _counts(pool) == before
+    again = await client.turns_enqueue(
+        session_id=None, idempotency_key="k", turn_input={}, tenant="acme", session_key="s1"
+    )
+    assert (again.session_id, again.turn_id, again.created) == (
+        keyed.session_id,
+        keyed.turn_id,
+        False,
+    )
+    # More turns on a session it holds are not new sessions.
+    assert (
+        await client.turns_enqueue(session_id=keyed.session_id, idempotency_key="k2", turn_input={})
+    ).created
+    await client.sessions_create(tenant="globex")
+    await _new(client, None)
+
+
+async def test_max_sessions_follows_the_default_row_and_shows_in_the_list(
+    db: ScratchTarget, pool: Pool, client: ClientStore
+) -> None:
+    await set_limits(pool, db.config, {SESSIONS: 1})
+    await client.sessions_create(tenant="a")
+    with pytest.raises(SessionLimitReached, match="limit of 1 sessions reached for tenant a;"):
+        await client.sessions_create(tenant="a")
+    await client.sessions_create(tenant=None)
+    with pytest.raises(SessionLimitReached, match="reached for sessions without a tenant"):
+        await client.sessions_create(tenant=None)
+    await set_limits(pool, db.config, {SESSIONS: 3}, tenant="a")
+    await client.sessions_create(tenant="a")
+    rows = {row.tenant: row for row in await AdmissionStore(db.config, pool).admission_list()}
+    assert (rows["*"].max_sessions, rows["*"].sessions) == (1, 1)
+    assert (rows["a"].max_sessions, rows["a"].sessions) == (3, 2)
+
+
+async def test_twelve_concurrent_session_creators_never_overshoot(
+    db: ScratchTarget, pool: Pool, wide: Pool
+) -> None:
+    """12 creators each try 3 sessions at once, by both paths (36 > 10): exactly 10
+    sessions exist afterwards."""
+    await set_limits(pool, db.config, {SESSIONS: 10}, tenant="acme")
+    client = ClientStore(db.config, wide)
+
+    async def creator(p: int) -> tuple[int, int]:
+        made = refused = 0
+        for t in range(3):
+            try:
+                if (p + t) % 2:
+                    await client.sessions_create(tenant="acme")
+                else:
+                    await _new(client, "acme", key=f"p{p}-{t}")
+                made += 1
+            except SessionLimitReached:
+                refused += 1
+        return made, refused
+
+    results = await asyncio.gather(*(creator(p) for p in range(12)))
+    assert sum(m for m, _ in results) == 10
+    assert sum(r for _, r in results) == 26
+    assert await count_rows(pool, "sessions") == 10

@@ -4,6 +4,7 @@ effects matching steps, nothing of a live turn touched)."""
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
 import threading
@@ -17,25 +18,41 @@ import pytest
 from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
+from stint.store.dashboard_sessions import DashboardSessionStore
+from stint.store.errors import UnknownSession
+from stint.store.interleave import install_gate
+from stint.store.keys import KeyStore
 from stint.store.models import Claim, TurnStart
 from stint.store.pool import Pool
 from stint.store.quotas import QuotaLimits
 from stint.store.retention import RetentionStore
+from stint.store.schedules import NewSchedule, ScheduleStore
 from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, WorkerState
 from stint.store.worker_store import SqlWorkerStore
 from stint.worker.journal import EffectJournal
 from stint.worker.pruner import RetentionPlan, prune
 from tests.integration.claims import claim_one
+from tests.polling import wait_until
 from tests.workers import count_rows, fetch
 
 DAY = 86_400
 
 
 def _plan(
-    *, events: float = 30, turns: float = 30, workers: float = 7, batch: int = 1000
+    *,
+    events: float = 30,
+    turns: float = 30,
+    workers: float = 7,
+    sessions: float = 0,
+    batch: int = 1000,
 ) -> RetentionPlan:
     return RetentionPlan(
-        events_days=events, turns_days=turns, workers_days=workers, batch=batch, every_seconds=3600
+        events_days=events,
+        turns_days=turns,
+        workers_days=workers,
+        batch=batch,
+        every_seconds=3600,
+        idle_sessions_days=sessions,
     )
 
 
@@ -92,9 +109,9 @@ class History:
             turn_ids,
         )
 
-    async def checks_pass(self) -> None:
-        report = await run_checks(self.pool, journals=self.journal.root)
-        assert report.passed, [c for c in report.checks if not c.passed]
+    async def checks_pass(self, *, quiesced: bool = True) -> None:
+        report = await run_checks(self.pool, journals=self.journal.root, quiesced=quiesced)
+        assert report.passed, [(c.name, c.evidence) for c in report.checks if not c.passed]
 
 
 @pytest.fixture
@@ -260,3 +277,138 @@ async def test_an_event_left_without_its_turn_fails_the_checks(history: History)
     [identities] = [c for c in report.checks if c.name == "consistent_identities"]
     assert not identities.passed
     assert {m["what"] for m in identities.evidence["mismatches"]} == {"event_turn_missing"}
+
+
+async def _age_sessions(pool: Pool, days: float) -> None:
+    """Make every session look unchanged for ``days``."""
+    await fetch(
+        pool,
+        "UPDATE sessions SET updated_at = now() - make_interval(days => %s) RETURNING id",
+        days,
+    )
+
+
+async def test_idle_sessions_with_no_turn_left_go_after_their_horizon(
+    db: ScratchTarget, pool: Pool, history: History
+) -> None:
+    """Never used, or every turn pruned: gone once unchanged for the horizon. A
+    session with a turn, a recent one, a non-idle one and a schedule's target stay."""
+    client, store = history.client, RetentionStore(db.config, pool)
+    never_used = [await client.sessions_create(tenant="acme") for _ in range(25)]
+    old_claim, old = await history.run(None, "old")  # its turn is pruned below
+    kept_claim, _ = await history.run(None, "kept")  # a turn younger than the turns horizon
+    queued = await client.turns_enqueue(session_id=None, idempotency_key="q", turn_input={})
+    target = await client.sessions_create(tenant="acme")
+    await ScheduleStore(db.config, pool).create(
+        NewSchedule(tenant="acme", name="n", input={}, every=60, session_id=target)
+    )
+    await _age_sessions(pool, 40)
+    recent = await client.sessions_create(tenant="acme")
+    await history.age([old.turn_id], days=40)
+    quiet = time.time() - 40 * DAY
+    os.utime(history.journal.path_for(old_claim.session_id), (quiet, quiet))
+    report = await prune(
+        store, _plan(sessions=30, batch=10), journals=history.journal, worker="t", every_seconds=0
+    )
+    assert (report.turns, report.sessions, report.journals) == (1, 26, 1)
+    left = {row[0] for row in await fetch(pool, "SELECT id FROM sessions")}
+    assert left == {kept_claim.session_id, queued.session_id, target, recent}
+    assert not left & {*never_used, old_claim.session_id}
+    await history.checks_pass(quiesced=False)  # one turn is left queued on purpose
+    again = await prune(store, _plan(sessions=30), journals=None, worker="t", every_seconds=0)
+    assert again.sessions == 0
+    # 0 keeps them, as the other horizons do.
+    await _age_sessions(pool, 40)
+    await fetch(pool, "DELETE FROM schedules RETURNING id")
+    kept = await prune(store, _plan(sessions=0), journals=None, worker="t", every_seconds=0)
+    assert kept.sessions == 0 and await count_rows(pool, "sessions") == 4
+
+
+async def test_a_session_an_enqueue_holds_is_not_pruned_and_gets_its_turn(
+    db: ScratchTarget, pool: Pool, history: History
+) -> None:
+    """An enqueue locks the session row first: retention skips it while held, and the
+    enqueue's turn is then the session's (nothing deleted under it)."""
+    session = await history.client.sessions_create()
+    await _age_sessions(pool, 40)
+    store = RetentionStore(db.config, pool)
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute("SELECT 1 FROM sessions WHERE id = %s FOR UPDATE", (session,))
+        assert await store.prune_idle_sessions(horizon_seconds=30 * DAY, batch=10) == 0
+    queued = await history.client.turns_enqueue(
+        session_id=session, idempotency_key="k", turn_input={}
+    )
+    assert queued.created
+    assert await store.prune_idle_sessions(horizon_seconds=30 * DAY, batch=10) == 0
+    assert await count_rows(pool, "turns") == 1
+
+
+async def test_a_session_retention_holds_is_unknown_to_an_enqueue_that_waited(
+    db: ScratchTarget, pool: Pool, history: History
+) -> None:
+    """The other order: retention locked the session first; an enqueue that waited
+    for the lock finds no session (UnknownSession) and writes nothing."""
+    session = await history.client.sessions_create()
+    await _age_sessions(pool, 40)
+    locked = asyncio.Event()
+    release = asyncio.Event()
+
+    async def gate(statement: str) -> None:
+        if statement == "prune_idle_sessions":  # its lock statement ran: hold it here
+            locked.set()
+            await release.wait()
+
+    async def prune_holding_the_lock() -> int:
+        install_gate(gate)  # this task's context only
+        return await RetentionStore(db.config, pool).prune_idle_sessions(
+            horizon_seconds=30 * DAY, batch=10
+        )
+
+    holder = asyncio.create_task(prune_holding_the_lock())
+    await locked.wait()
+    enqueue = asyncio.create_task(
+        history.client.turns_enqueue(session_id=session, idempotency_key="k", turn_input={})
+    )
+    await wait_until(lambda: _lock_waiters(pool), what="the enqueue waits for the session lock")
+    release.set()
+    assert await holder == 1
+    with pytest.raises(UnknownSession):
+        await enqueue
+    assert (await count_rows(pool, "sessions"), await count_rows(pool, "turns")) == (0, 0)
+
+
+async def _lock_waiters(pool: Pool) -> int:
+    """Backends of this database now waiting for a lock another one holds."""
+    [(waiting,)] = await fetch(
+        pool,
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND cardinality(pg_blocking_pids(pid)) > 0",
+    )
+    return int(waiting)
+
+
+async def test_ended_dashboard_sign_ins_go(db: ScratchTarget, pool: Pool) -> None:
+    key = await KeyStore(db.config, pool).keys_create(tenant="acme")
+    signins = DashboardSessionStore(db.config, pool)
+    live = await signins.sessions_open(key_id=key.key.id, seconds=3600)
+    signed_out = await signins.sessions_open(key_id=key.key.id, seconds=3600)
+    await signins.sessions_revoke(token=signed_out)
+    for _ in range(12):
+        await signins.sessions_open(key_id=key.key.id, seconds=3600)
+    await fetch(
+        pool,
+        "UPDATE dashboard_sessions SET created_at = now() - interval '2 hours', "
+        "expires_at = now() - interval '1 hour' WHERE revoked_at IS NULL AND id <> %s "
+        "RETURNING id",
+        live.split("_")[1],
+    )
+    report = await prune(
+        RetentionStore(db.config, pool),
+        _plan(batch=10),
+        journals=None,
+        worker="t",
+        every_seconds=0,
+    )
+    assert report.dashboard_sessions == 13
+    assert await count_rows(pool, "dashboard_sessions") == 1
+    assert await signins.sessions_verify(token=live) is not None

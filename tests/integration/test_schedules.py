@@ -227,3 +227,21 @@ def test_interval_ticks_keep_their_phase() -> None:
     )
     assert due.run == [anchor + timedelta(seconds=k) for k in (1, 2, 3)]
     assert due.next_run_at == anchor + timedelta(seconds=4)
+
+
+async def test_a_tick_on_a_new_session_past_the_tenants_session_limit_is_refused(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    """A schedule that makes a session per tick is a door that creates sessions: past
+    ``max_sessions`` its tick is recorded refused and no session is written."""
+    await ClientStore(db.config, pool).sessions_create(tenant="acme")
+    await set_limits(pool, db.config, {AdmissionLimit.MAX_SESSIONS: 1}, tenant="acme")
+    schedules = ScheduleStore(db.config, pool)
+    made = await schedules.create(_every(60))
+    await _backdate(pool, made.id, 60)
+    done = await schedules.run_due(worker="w1", grace_seconds=30)
+    assert (done.enqueued, done.refused) == (0, 1)
+    [(outcome, detail)] = await fetch(pool, "SELECT outcome, detail FROM schedule_ticks")
+    assert outcome == "refused"
+    assert "max_sessions limit of 1 sessions reached for tenant acme" in detail
+    assert (await count_rows(pool, "sessions"), await count_rows(pool, "turns")) == (1, 0)

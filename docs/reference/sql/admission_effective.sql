@@ -4,7 +4,8 @@
 SELECT coalesce(t.max_queued, d.max_queued) AS max_queued,
        coalesce(t.max_running, d.max_running) AS max_running,
        coalesce(t.max_session_queue, d.max_session_queue) AS max_session_queue,
-       d.global_backlog
+       d.global_backlog,
+       coalesce(t.max_sessions, d.max_sessions) AS max_sessions
 FROM admission_limits d
 LEFT JOIN admission_limits t ON t.tenant = %(tenant)s::text
 WHERE d.tenant = '*'

@@ -128,3 +128,64 @@ SELECT ids.id AS session_id
 FROM unnest(%(session_ids)s::uuid[]) AS ids (id)
 WHERE NOT EXISTS (SELECT FROM turns t WHERE t.session_id = ids.id)
   AND NOT EXISTS (SELECT FROM sessions s WHERE s.id = ids.id AND s.turns_pruned = 0)
+
+-- name: prune_idle_sessions_lock
+-- Retention, first statement of a transaction: lock up to %(batch)s idle
+-- sessions with no turn left (never had one, or all pruned: every turn ever
+-- inserted moved last_turn_seq, and only prune_turns removes one, counting it
+-- in turns_pruned) and no change since the horizon, oldest first, from
+-- sessions_idle_idx. The other tables are read here only to skip what
+-- prune_idle_sessions would keep anyway (so a batch of kept rows never comes
+-- back for ever).
+-- Safe under READ COMMITTED: FOR UPDATE re-checks the row's own conditions on
+-- its newest version (an enqueue since the snapshot made it ready or moved
+-- last_turn_seq and updated_at), and SKIP LOCKED passes over a session an
+-- enqueue, a control or a new schedule's foreign key check holds. The
+-- decision is prune_idle_sessions's, taken once these locks are held.
+SELECT s.id AS session_id
+FROM sessions s
+WHERE s.status = 'idle' AND s.queued_turns = 0 AND s.last_turn_seq = s.turns_pruned
+  AND s.last_event_seq <= s.events_pruned_through  -- every event pruned (or none ever)
+  AND s.updated_at < now() - make_interval(secs => %(horizon_seconds)s)
+  AND NOT EXISTS (SELECT FROM schedules sc WHERE sc.session_id = s.id)
+ORDER BY s.created_at, s.id
+LIMIT %(batch)s
+FOR UPDATE SKIP LOCKED
+
+-- name: prune_idle_sessions
+-- Retention, second statement: of the sessions prune_idle_sessions_lock locked
+-- (%(session_ids)s), those still idle with nothing that refers to them go.
+-- Safe under READ COMMITTED (lock first): this statement's snapshot is taken
+-- after the locks are held, and nothing can refer to a locked session before
+-- the commit: an enqueue locks the row FOR UPDATE first (and then finds no
+-- session), an event append updates it, a schedule's foreign key check needs
+-- a share lock on it. The conditions are checked again here on that snapshot.
+WITH gone AS (
+    DELETE FROM sessions s
+    WHERE s.id = ANY (%(session_ids)s::uuid[])
+      AND s.status = 'idle' AND s.queued_turns = 0 AND s.last_turn_seq = s.turns_pruned
+      AND s.updated_at < now() - make_interval(secs => %(horizon_seconds)s)
+      AND NOT EXISTS (SELECT FROM turns t WHERE t.session_id = s.id)
+      AND NOT EXISTS (SELECT FROM events e WHERE e.session_id = s.id)
+      AND NOT EXISTS (SELECT FROM conversation_messages m WHERE m.session_id = s.id)
+      AND NOT EXISTS (SELECT FROM schedules sc WHERE sc.session_id = s.id)
+    RETURNING 1
+)
+SELECT count(*) AS count FROM gone
+
+-- name: prune_dashboard_sessions
+-- Retention: up to %(batch)s dashboard sign-ins that ended (expired or signed
+-- out) go; nothing reads them once ended (dashboard_sessions_find_live asks
+-- for a live one).
+-- Safe under READ COMMITTED: an ended sign-in never lives again (expires_at
+-- never moves, revoked_at is never cleared), and the DELETE re-checks the
+-- condition on each row's newest version.
+WITH gone AS (
+    DELETE FROM dashboard_sessions d
+    WHERE d.id IN (SELECT x.id FROM dashboard_sessions x
+                   WHERE x.expires_at <= now() OR x.revoked_at IS NOT NULL
+                   LIMIT %(batch)s)
+      AND (d.expires_at <= now() OR d.revoked_at IS NOT NULL)
+    RETURNING 1
+)
+SELECT count(*) AS count FROM gone

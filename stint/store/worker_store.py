@@ -14,9 +14,9 @@ listener holds a connection of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
@@ -24,7 +24,8 @@ from psycopg.types.json import Jsonb
 from stint.store.batch import Late, StatementBatcher
 from stint.store.config import StoreConfig
 from stint.store.conversation import ConversationStore
-from stint.store.errors import LeaseLost, WorkerIdInUse
+from stint.store.errors import WorkerIdInUse
+from stint.store.fenced import EventSpec, run_fenced
 from stint.store.fetch import execute, fetch_all, fetch_one, fetch_optional
 from stint.store.models import (
     Claim,
@@ -40,12 +41,11 @@ from stint.store.pool import Pool
 from stint.store.quotas import QuotaStore
 from stint.store.retention import RetentionStore
 from stint.store.translate import guarded
-from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, WorkerState
+from stint.store.vocabulary import StepKind, StepStatus, TurnStatus, WorkerState
+from stint.store.waits import WaitStore
 
 __all__ = ["EventSpec", "SqlWorkerStore"]
 
-EventSpec: TypeAlias = tuple[EventKind, Mapping[str, Any]]
-"""An event to append: its kind and its JSON payload."""
 
 _R = TypeVar("_R")
 
@@ -137,6 +137,8 @@ class SqlWorkerStore:
         """Pruning, for the worker's scheduled retention runs."""
         self.quotas = QuotaStore(config, pool, batcher=self._batcher)
         """Provider quota reservations, for harnesses that call a provider."""
+        self.waits = WaitStore(config, self._batcher)
+        """Durable waits' fenced statements: timers, signals, children."""
 
     @property
     def batcher(self) -> StatementBatcher:
@@ -418,22 +420,7 @@ class SqlWorkerStore:
         row: type[_R],
         **extra: Any,
     ) -> _R:
-        """Run one fenced statement in the next batch; no row back means the fence
-        failed: ``LeaseLost``."""
-        params = {
-            "session_id": claim.session_id,
-            "owner": claim.owner,
-            "epoch": claim.epoch,
-            "turn_id": turn_id,
-            "kinds": [kind for kind, _ in events],
-            "payloads": [Jsonb(dict(payload)) for _, payload in events],
-            "events_channel": self._config.events_channel,
-            "work_channel": self._config.work_channel,
-            **extra,
-        }
-        found = await self._batcher.fetch_optional(
-            name, row, params, lock_order=str(claim.session_id)
+        """Run one fenced statement in the next batch (``LeaseLost`` if the fence failed)."""
+        return await run_fenced(
+            self._batcher, self._config, name, claim, turn_id, events, row, **extra
         )
-        if found is None:
-            raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation=name)
-        return found

@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -19,7 +21,8 @@ from stint.store.conversation import MessageWindow
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, StepRecord
 from stint.store.quotas import Grant
-from stint.store.vocabulary import EventKind, StepKind, StepStatus
+from stint.store.vocabulary import EventKind, StepKind, StepStatus, WaitKind
+from stint.store.waits import WaitUntil
 from stint.worker.failpoints import failpoint
 from stint.worker.protocols import WorkerStore
 from stint.worker.telemetry import SPAN_STEP, record_unknown_effect, span
@@ -30,8 +33,10 @@ __all__ = [
     "LeaseExpired",
     "NondeterministicReplay",
     "Parked",
+    "Signal",
     "TurnContext",
     "UnknownEffect",
+    "Waiting",
     "request_digest",
 ]
 
@@ -62,6 +67,29 @@ class Parked(BaseException):
         self.step_key = step_key
         self.question = question
         self.digest = digest
+
+
+class Waiting(BaseException):
+    """The turn waits (a timer, a signal, children): the runner sets it aside,
+    queued until the wait can end, and frees the slot; when claimed again it
+    replays, and the wait step returns its outcome once it has one.
+
+    A BaseException, so a harness's ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, step_key: str) -> None:
+        super().__init__(step_key)
+        self.step_key = step_key
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A signal a wait consumed: its name, JSON payload, id and when it was sent."""
+
+    id: str
+    name: str
+    payload: Any
+    sent_at: str
 
 
 class Deferred(BaseException):
@@ -124,6 +152,7 @@ class TurnContext:
         # Steps this attempt recorded started (or found started) and has not yet
         # committed or marked unknown, with the tool's reconcile for each.
         self._open: dict[str, tuple[StepKind, str, Callable[[], Awaitable[Reconciled]]]] = {}
+        self._waits = 0  # waits reached in this attempt: the default key of the next one
 
     async def emit(self, payload: Mapping[str, Any], *, kind: str = EventKind.MESSAGE) -> int:
         """Append an event to the session log; returns its seq."""
@@ -205,6 +234,108 @@ class TurnContext:
             self._guard()
             current.set_attribute("stint.step.parked", True)
             raise Parked(key, question, digest)
+
+    async def sleep(self, seconds: float, *, key: str | None = None) -> None:
+        """Wait ``seconds`` (from when the turn first reaches this call, by the
+        database clock) without holding a slot.
+
+        A durable step: the turn is set aside, queued with its session ready at
+        the deadline, and replays when claimed again; the replay finds the step
+        over and goes on, so a worker's restart neither loses nor repeats the
+        sleep. A cancel of the turn ends it. ``key`` names the step (default:
+        ``wait:<n>``, the n-th wait of the turn).
+        """
+        if not seconds >= 0:
+            raise ValueError(f"sleep needs seconds >= 0, not {seconds!r}")
+        await self._wait(key, WaitKind.TIMER, {"seconds": seconds}, WaitUntil(seconds=seconds))
+
+    async def sleep_until(self, at: datetime, *, key: str | None = None) -> None:
+        """Wait until ``at`` (timezone-aware; the database clock decides), as ``sleep``."""
+        if at.tzinfo is None:
+            raise ValueError("sleep_until needs a timezone-aware datetime")
+        await self._wait(key, WaitKind.TIMER, {"until": at.isoformat()}, WaitUntil(at=at))
+
+    # A durable timeout (database clock, across workers): asyncio.timeout cannot outlive a slot.
+    async def wait_for(
+        self,
+        name: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        key: str | None = None,
+    ) -> Signal | None:
+        """The next signal named ``name`` sent to this session (``stint signal``,
+        ``POST /v1/sessions/{id}/signals/{name}``), or None after ``timeout``
+        seconds (None: no timeout).
+
+        A signal sent before the wait is kept and consumed by the first wait on
+        its name; each signal is consumed by exactly one wait, in the statement
+        that commits it. Until one comes the turn is set aside as ``sleep`` is.
+        """
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"wait_for needs a timeout >= 0, not {timeout!r}")
+        result = await self._wait(
+            key,
+            WaitKind.SIGNAL,
+            {"name": name, "timeout": timeout},
+            WaitUntil(seconds=timeout),
+            name=name,
+        )
+        got = result.get("signal")
+        if got is None:
+            return None
+        return Signal(str(got["id"]), str(got["name"]), got["payload"], str(got["sent_at"]))
+
+    async def _wait(
+        self,
+        key: str | None,
+        kind: WaitKind,
+        request: Mapping[str, Any],
+        until: WaitUntil,
+        *,
+        name: str | None = None,
+        children: list[UUID] | None = None,
+        wait_all: bool | None = None,
+    ) -> dict[str, Any]:
+        """One durable wait step: its committed outcome, or ``Waiting`` until it has one."""
+        key = key if key is not None else f"wait:{self._waits}"
+        self._waits += 1
+        digest = request_digest(StepKind.WAIT, kind, request)
+        recorded = self._steps.get(key)
+        with span(SPAN_STEP, record_errors=False, step_key=key, kind=str(StepKind.WAIT)) as current:
+            current.set_attribute("stint.step.replayed", recorded is not None)
+            if recorded is not None:
+                if recorded.kind is not StepKind.WAIT or recorded.request_digest != digest:
+                    raise NondeterministicReplay(f"step {key!r} replayed with a different wait")
+                if recorded.status is StepStatus.COMMITTED:
+                    return dict(recorded.result)
+            else:
+                self._guard()
+                await self._store.waits.waits_begin(
+                    self._claim,
+                    turn_id=self.turn_id,
+                    step_key=key,
+                    digest=digest,
+                    kind=kind,
+                    until=until,
+                    name=name,
+                    children=children,
+                    wait_all=wait_all,
+                )
+                self._steps[key] = StepRecord(key, StepKind.WAIT, StepStatus.STARTED, digest, None)
+                failpoint("after_wait_begun")
+            self._guard()
+            result = await self._store.waits.waits_settle(
+                self._claim, turn_id=self.turn_id, step_key=key
+            )
+            if result is not None:
+                self._steps[key] = StepRecord(
+                    key, StepKind.WAIT, StepStatus.COMMITTED, digest, result
+                )
+                failpoint("after_wait_settled")
+                return dict(result)
+            self._guard()
+            current.set_attribute("stint.step.parked", True)
+            raise Waiting(key)
 
     async def quota_reserve(self, scope: str, key: str, estimate: int) -> Grant:
         """Reserve one provider request and ``estimate`` tokens of ``scope``'s window.

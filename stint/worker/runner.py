@@ -25,7 +25,7 @@ from stint.store.batch import Late
 from stint.store.errors import LeaseLost, StoreError
 from stint.store.models import Claim, ControlRequest, FinishResult, TurnStart
 from stint.store.vocabulary import EventKind, TurnStatus
-from stint.worker.context import Deferred, Parked, TurnContext
+from stint.worker.context import Deferred, Parked, TurnContext, Waiting
 from stint.worker.failpoints import failpoint
 from stint.worker.harness import Harness
 from stint.worker.protocols import WorkerStore
@@ -281,6 +281,18 @@ class SessionRunner:
                 log.info("turn %s handed back: %s", turn.turn_id, deferred)
                 return TurnStatus.QUEUED
             held.releasing = False  # not deferred: a cancel or interrupt came first
+            return _stopped(requested)
+        except Waiting as waiting:
+            held.in_harness = False
+            held.releasing = True
+            requested = await self._store.waits.turns_wait(
+                claim, turn_id=turn.turn_id, step_key=waiting.step_key
+            )
+            if requested is None:
+                record_handed_back("wait")
+                log.info("turn %s waits (%s)", turn.turn_id, waiting.step_key)
+                return TurnStatus.QUEUED
+            held.releasing = False  # not set aside: a cancel or interrupt came first
             return _stopped(requested)
         except asyncio.CancelledError:
             control = held.control

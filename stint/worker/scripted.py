@@ -35,10 +35,14 @@ def open_gate(workspace: Path, name: str) -> None:
 
 
 class ScriptedHarness:
-    """Input: ``{"min_wait_ms": 250, "gate": "name"?, "ask": "question"?}``.
+    """Input: ``{"min_wait_ms": 250, "gate": "name"?, "ask": "question"?,
+    "sleep_s": 2.5?, "wait_for": "name"?, "timeout_s": 10?}``.
 
     With ``ask`` the turn performs its effect, waits, then asks and parks until
-    ``stint answer``; the answer ends up in the turn's output.
+    ``stint answer``; the answer ends up in the turn's output. With ``sleep_s``
+    it then sleeps durably (``ctx.sleep``, its slot free); with ``wait_for`` it
+    then waits for that signal (``ctx.wait_for``, at most ``timeout_s``) and
+    the signal's payload (null after a timeout) ends up in the output.
     """
 
     def __init__(self, *, workspace: Path) -> None:
@@ -65,6 +69,17 @@ class ScriptedHarness:
         question = ctx.input.get("ask")
         if question is not None:
             output["answer"] = await ctx.ask(f"ask-{ctx.turn_id}", question)
+        sleep_s = ctx.input.get("sleep_s")
+        if sleep_s is not None:
+            await ctx.sleep(float(sleep_s))
+            output["slept_s"] = sleep_s
+        signal_name = ctx.input.get("wait_for")
+        if signal_name is not None:
+            timeout = ctx.input.get("timeout_s")
+            got = await ctx.wait_for(
+                str(signal_name), timeout=None if timeout is None else float(timeout)
+            )
+            output["signal"] = None if got is None else {"id": got.id, "payload": got.payload}
         return output
 
 

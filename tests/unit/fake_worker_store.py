@@ -21,6 +21,7 @@ from uuid import UUID
 from stint.store.batch import Late, now
 from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost
+from stint.store.fenced import EventSpec
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart, Work
 from stint.store.quotas import QuotaStore
 from stint.store.vocabulary import (
@@ -30,7 +31,7 @@ from stint.store.vocabulary import (
     TurnStatus,
     WorkerState,
 )
-from stint.store.worker_store import EventSpec
+from stint.store.waits import WaitStore
 
 
 @dataclass
@@ -77,6 +78,10 @@ class FakeWorkerStore:
     @property
     def quotas(self) -> QuotaStore:
         raise NotImplementedError("the fake reserves no provider quota")
+
+    @property
+    def waits(self) -> WaitStore:
+        raise NotImplementedError("the fake keeps no durable waits")
 
     # -- test setup ----------------------------------------------------------
 

@@ -30,6 +30,8 @@ __all__ = [
     "SessionCreate",
     "SessionOut",
     "SessionPage",
+    "SignalCreate",
+    "SignalOut",
     "StatusOut",
     "TurnCreate",
     "TurnOut",
@@ -89,6 +91,19 @@ class AnswerCreate(_Request):
 
     step_key: str = Field(min_length=1, max_length=200)
     answer: JsonValue = Field(description="any JSON value; the turn resumes with it")
+
+
+class SignalCreate(_Request):
+    """What the signal carries to the wait that consumes it."""
+
+    payload: JsonValue = Field(None, description="any JSON value (default null)")
+
+
+class SignalOut(BaseModel):
+    session_id: UUID
+    signal_id: UUID
+    name: str
+    created: bool = Field(description="false: an earlier request with this key kept it")
 
 
 class SessionOut(BaseModel):

@@ -249,11 +249,13 @@ class Status(_Answer):
 
 
 class SignalResult(_Answer):
-    """The answer to a signal. Its fields are kept as the API sends them (``extra``)
-    until the route is in ``docs/openapi.json``; the drift test then asks for them
-    to be declared here."""
+    """A signal kept for the session until a wait on its name consumes it;
+    ``created`` false: an earlier call with this idempotency key kept it."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    session_id: UUID
+    signal_id: UUID
+    name: str
+    created: bool
 
 
 class Problem(_Answer):
@@ -313,5 +315,7 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "TurnCreate": TurnCreate,
     "ControlCreate": ControlCreate,
     "AnswerCreate": AnswerCreate,
+    "SignalOut": SignalResult,
+    "SignalCreate": SignalCreate,
 }
 """Each model and the OpenAPI component (``#/components/schemas/NAME``) it mirrors."""

@@ -103,6 +103,7 @@ _SIGNAL = Route(
     SignalResult,
     SignalCreate,
     headers=("Idempotency-Key",),
+    status=201,
 )
 
 ROUTES: tuple[Route, ...] = (

@@ -1,4 +1,4 @@
-"""``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
+"""``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, signal, tail, show,
 status, check, size, embedded, keys, quota, admission, schedule, webhook, api; the demo
 is ``stint-lab demo``).
 
@@ -77,7 +77,12 @@ from stint.store.errors import (
     UnknownSession,
     UnknownTurn,
 )
-from stint.store.input_rules import check_idempotency_key, check_pin, check_tenant
+from stint.store.input_rules import (
+    check_idempotency_key,
+    check_pin,
+    check_signal_name,
+    check_tenant,
+)
 from stint.store.keys import KeyStore
 from stint.store.migrate import migrate
 from stint.store.models import ApiKey
@@ -270,6 +275,29 @@ async def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
         return 0
 
     return await _with_controls(settings, record)
+
+
+async def cmd_signal(settings: Settings, args: argparse.Namespace) -> int:
+    session_id = _parse_id(args.session)
+    name = check_signal_name(args.name, "NAME")
+    key = enqueue_labels(args.idempotency_key, check_idempotency_key, "--idempotency-key")
+    text = read_text(args.payload_json, sys.stdin.buffer) if args.payload_json else "null"
+    payload = parse_json(
+        text, max_bytes=settings.max_input_bytes, max_depth=settings.max_input_depth
+    )
+
+    async def send(controls: ControlStore) -> int:
+        result = await controls.signal(
+            session_id=session_id,
+            name=name,
+            idempotency_key=key or str(uuid.uuid4()),
+            payload=payload,
+            actor=cli_actor(),
+        )
+        print(json.dumps(result.as_json()))
+        return 0
+
+    return await _with_controls(settings, send)
 
 
 async def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
@@ -498,6 +526,25 @@ def build_parser() -> argparse.ArgumentParser:
         "value is a retry (exit 0); another value is refused (exit 2)",
     )
     p.set_defaults(run=cmd_answer)
+
+    p = sub.add_parser(
+        "signal", help="send a signal: kept until a wait on its name (ctx.wait_for) takes it"
+    )
+    p.add_argument("session", metavar="SESSION", help="the session's id")
+    p.add_argument("name", metavar="NAME", help="the signal's name (letters, digits, . _ : -)")
+    p.add_argument(
+        "payload_json",
+        metavar="PAYLOAD_JSON",
+        nargs="?",
+        help="what the signal carries, any JSON value (default null); - reads stdin",
+    )
+    p.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="a retry with the same key sends nothing more (exit 0); with another name or "
+        "payload it is refused (exit 2)",
+    )
+    p.set_defaults(run=cmd_signal)
 
     p = sub.add_parser("tail", help="print a session's events as JSON lines")
     p.add_argument("session", metavar="SESSION", help="the session's id")

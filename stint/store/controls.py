@@ -1,4 +1,4 @@
-"""Controls from outside a worker: cancel, interrupt, and answers to parked turns.
+"""Controls from outside a worker: cancel, interrupt, answers to parked turns, signals.
 
 Queued turns are ended in the database directly. A running turn belongs to the
 worker holding the session's lease: it is asked (a flag on the row plus a
@@ -20,13 +20,26 @@ from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
 from stint.store.config import StoreConfig
-from stint.store.errors import AnswerConflict, NoOpenQuestion, UnknownSession, UnknownTurn
+from stint.store.errors import (
+    AnswerConflict,
+    IdempotencyConflict,
+    NoOpenQuestion,
+    UnknownSession,
+    UnknownTurn,
+)
 from stint.store.fetch import execute, fetch_all, fetch_optional
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 from stint.store.vocabulary import ControlAction, TurnStatus
 
-__all__ = ["Actor", "AnswerResult", "ControlResult", "ControlStore", "stop_active_turn"]
+__all__ = [
+    "Actor",
+    "AnswerResult",
+    "ControlResult",
+    "ControlStore",
+    "SignalResult",
+    "stop_active_turn",
+]
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,36 @@ class ControlResult:
         }
 
 
+@dataclass(frozen=True)
+class SignalResult:
+    """A signal kept for a session; ``created`` false: a retry found it kept already."""
+
+    session_id: UUID
+    signal_id: UUID
+    name: str
+    created: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_id": str(self.session_id),
+            "signal_id": str(self.signal_id),
+            "name": self.name,
+            "created": self.created,
+        }
+
+
+@dataclass(frozen=True)
+class _Sent:
+    id: UUID
+    notified: bool | None
+
+
+@dataclass(frozen=True)
+class _PriorSignal:
+    id: UUID
+    same_signal: bool
+
+
 Actor = Mapping[str, str | bool | None]
 """Who asked for a control or gave an answer: ``door`` (api, dashboard, cli) and
 the key (``key_id``, ``tenant``, ``operator``) or the OS ``user``."""
@@ -172,7 +215,7 @@ async def _lock_session(
 
 
 class ControlStore:
-    """``stint cancel``, ``stint interrupt`` and ``stint answer``."""
+    """``stint cancel``, ``stint interrupt``, ``stint answer`` and ``stint signal``."""
 
     def __init__(self, config: StoreConfig, pool: Pool) -> None:
         self._config = config
@@ -288,3 +331,52 @@ class ControlStore:
         if not prior.same_answer:
             raise AnswerConflict(session=session_id, step_key=step_key)
         return AnswerResult(session_id, prior.turn_id, step_key, created=False)
+
+    async def signal(
+        self,
+        *,
+        session_id: UUID,
+        name: str,
+        idempotency_key: str,
+        payload: Any,
+        within_tenant: str | None = None,
+        actor: Actor | None = None,
+    ) -> SignalResult:
+        """Keep a signal for the session until a wait on ``name`` consumes it (the
+        oldest first, each by exactly one wait); a turn waiting for it now is woken.
+
+        A retry with the same key, name and payload returns the same signal
+        (``created`` false); the key with another name or payload is refused
+        (``IdempotencyConflict``). An unknown session (or another tenant's) is
+        ``UnknownSession``. A refusal writes nothing.
+        """
+        params = {
+            "session_id": session_id,
+            "signal_name": name,
+            "idempotency_key": idempotency_key,
+            "payload": Jsonb(payload),
+            "actor": _actor_json(actor),
+            "events_channel": self._config.events_channel,
+            "work_channel": self._config.work_channel,
+        }
+        async with (
+            guarded("signal", self._config),
+            self._pool.connection() as conn,
+            conn.transaction(),
+        ):
+            await _lock_session(conn, session_id, within_tenant)
+            sent = await fetch_optional(conn, _Sent, "signals_send", **params)
+            if sent is not None:
+                return SignalResult(session_id, sent.id, name, created=True)
+            prior = await fetch_optional(
+                conn,
+                _PriorSignal,
+                "signals_find_by_key",
+                session_id=session_id,
+                signal_name=name,
+                idempotency_key=idempotency_key,
+                payload=params["payload"],
+            )
+        if prior is None or not prior.same_signal:
+            raise IdempotencyConflict(session=session_id, idempotency_key=idempotency_key)
+        return SignalResult(session_id, prior.id, name, created=False)

@@ -30,9 +30,7 @@ async def _turn(pool: Pool, session_id: UUID) -> tuple[str, int, Any]:
 async def _waiting(pool: Pool, session_id: UUID) -> bool:
     """The turn is set aside on its wait: queued, its session ready without a lease."""
     kinds = await event_kinds(pool, session_id)
-    rows = await fetch(
-        pool, "SELECT status, lease_owner FROM sessions WHERE id = %s", session_id
-    )
+    rows = await fetch(pool, "SELECT status, lease_owner FROM sessions WHERE id = %s", session_id)
     return "wait.started" in kinds and rows[0] == ("ready", None)
 
 
@@ -75,7 +73,7 @@ async def test_a_sleep_survives_a_kill_and_resumes_once_after_its_deadline(
     first.wait()
     second = cluster.start_worker(slots=1)
     assert await wait_until(lambda: _ended(pool, sid), what="resumed") == "succeeded"
-    status, attempts, output = await _turn(pool, sid)
+    _, attempts, output = await _turn(pool, sid)
     assert (attempts, output["slept_s"]) == (2, 1.5)
     assert await event_kinds(pool, sid) == [
         "turn.started",

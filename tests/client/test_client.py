@@ -8,7 +8,6 @@ import uuid
 from typing import Any
 from uuid import UUID
 
-import httpx
 import pytest
 
 from stint.client import (
@@ -259,19 +258,9 @@ async def test_an_answer_resumes_a_parked_turn(stint: Either, cluster: Cluster, 
     assert turn.output["answer"] == {"go": True}
 
 
-SIGNALS = "/v1/sessions/{session_id}/signals/{name}"
-
-
 async def test_a_signal_is_delivered_once_per_key(
     stint: Either, api: ApiServer, keys: Keys
 ) -> None:
-    async with httpx.AsyncClient(base_url=api.base_url) as http:
-        spec = (await http.get("/openapi.json")).json()
-    if SIGNALS not in spec["paths"]:
-        pytest.skip(
-            "the API has no POST /v1/sessions/{id}/signals/{name} yet (issue 23, branch "
-            "waits); enable once it is merged and docs/openapi.json documents it"
-        )
     session = await stint.call("create_session")
     sent = await stint.call("signal", session.id, "approved", {"by": "me"}, idempotency_key="s1")
     again = await stint.call("signal", session.id, "approved", {"by": "me"}, idempotency_key="s1")

@@ -180,3 +180,56 @@ SELECT EXISTS (SELECT FROM log_bump) AS parked, held.control, held.control_reaso
             THEN pg_notify(%(work_channel)s, '') IS NULL END AS notified
 FROM held
 WHERE EXISTS (SELECT FROM log_bump) OR held.control_turn_id = %(turn_id)s
+
+-- name: signals_send
+-- Keep a signal for the session (lock first: runs after controls_lock_session
+-- in the same transaction). A new key inserts the signal with a
+-- signal.received event and, when the session's waiting turn waits for a
+-- signal of this name, moves its ready_at to now and wakes a claimer; a key
+-- already used inserts nothing and returns no row (signals_find_by_key tells
+-- a retry from a conflict). The session row is updated whenever a signal is
+-- kept, whatever its status, so a worker setting a turn aside at this moment
+-- sees a changed row version and wakes it at once (turns_wait).
+-- Safe under READ COMMITTED: the session row was locked by the previous
+-- statement, so this snapshot holds every wait recorded before it and none
+-- can change until the commit; the insert's key conflict is decided on the
+-- newest rows.
+WITH sent AS (
+    INSERT INTO signals (session_id, name, idempotency_key, payload, actor)
+    VALUES (%(session_id)s, %(signal_name)s, %(idempotency_key)s, %(payload)s,
+            coalesce(%(actor)s::jsonb, '{}'::jsonb))
+    ON CONFLICT (session_id, idempotency_key) DO NOTHING
+    RETURNING id
+), waiting AS (
+    SELECT FROM waits w
+    JOIN steps st ON st.session_id = w.session_id AND st.turn_id = w.turn_id
+                 AND st.step_key = w.step_key
+    WHERE w.session_id = %(session_id)s AND w.kind = 'signal' AND w.name = %(signal_name)s
+      AND st.status = 'started'
+), log_new AS (
+    SELECT %(session_id)s::uuid AS session_id, NULL::uuid AS turn_id,
+           'signal.received'::text AS kind,
+           jsonb_build_object('name', %(signal_name)s::text, 'signal_id', sent.id,
+                              'actor', %(actor)s::jsonb) AS payload,
+           NULL::bigint AS lease_epoch, 1::bigint AS ord
+    FROM sent
+), log_bump AS (
+    UPDATE sessions
+    SET /*include:log_reserve*/,
+        ready_at   = CASE WHEN status = 'ready' AND EXISTS (SELECT FROM waiting)
+                          THEN least(ready_at, now()) ELSE ready_at END,
+        updated_at = now()
+    WHERE id = %(session_id)s AND EXISTS (SELECT FROM sent)
+    RETURNING id, last_event_seq, status, ready_at
+), /*include:log_append*/
+SELECT sent.id,
+       CASE WHEN log_bump.status = 'ready' AND log_bump.ready_at <= now()
+            THEN pg_notify(%(work_channel)s, '') IS NULL END AS notified
+FROM sent, log_bump
+
+-- name: signals_find_by_key
+-- The signal an earlier send with this key kept: a retry is the same signal
+-- only with the same name and payload.
+SELECT id, name = %(signal_name)s AND payload = %(payload)s::jsonb AS same_signal
+FROM signals
+WHERE session_id = %(session_id)s AND idempotency_key = %(idempotency_key)s

@@ -35,7 +35,6 @@ class WaitUntil:
 
 @dataclass(frozen=True)
 class _Begun:
-    last_event_seq: int
     deadline: datetime | None
 
 

@@ -4,27 +4,27 @@
 -- the time %(until)s; neither: no deadline), so every replay of the turn
 -- waits for the same moment. No event: the turn announces wait.started when
 -- it is set aside (turns_wait).
--- Safe under READ COMMITTED: the fence is log_bump's UPDATE of the session
--- row (re-checked on its newest version); both inserts hang off its result
--- and are new rows keyed by the step, which only this lease holder writes.
-WITH log_new AS (
-    SELECT NULL::uuid AS session_id, NULL::uuid AS turn_id, NULL::text AS kind,
-           NULL::jsonb AS payload, NULL::bigint AS lease_epoch, NULL::bigint AS ord
-    WHERE false
-), /*include:log_bump_fenced*/, limit_at AS MATERIALIZED (
+-- Safe under READ COMMITTED: the fence is an UPDATE of the session row
+-- (re-checked on its newest version); both inserts hang off its result and
+-- are new rows keyed by the step, which only this lease holder writes.
+WITH fence AS (
+    UPDATE sessions SET updated_at = now()
+    WHERE /*include:lease_fence*/
+    RETURNING id
+), limit_at AS MATERIALIZED (
     SELECT coalesce(%(until)s::timestamptz,
                     clock_timestamp() + make_interval(secs => %(seconds)s::float8)) AS deadline
 ), recorded AS (
     INSERT INTO steps (session_id, turn_id, step_key, kind, status, request_digest, lease_epoch)
     SELECT %(session_id)s, %(turn_id)s, %(step_key)s, 'wait', 'started', %(digest)s, %(epoch)s
-    FROM log_bump
+    FROM fence
 ), waiting AS (
     INSERT INTO waits (session_id, turn_id, step_key, kind, name, children, wait_all, deadline)
     SELECT %(session_id)s, %(turn_id)s, %(step_key)s, %(wait_kind)s::text, %(signal_name)s::text,
            %(children)s::uuid[], %(wait_all)s::boolean, limit_at.deadline
-    FROM log_bump, limit_at
+    FROM fence, limit_at
 )
-SELECT log_bump.last_event_seq, limit_at.deadline FROM log_bump, limit_at
+SELECT limit_at.deadline FROM fence, limit_at
 
 -- name: waits_settle
 -- Under the lease: is the wait %(step_key)s over? For a signal wait, the

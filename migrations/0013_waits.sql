@@ -64,3 +64,40 @@ ALTER TABLE events ADD CONSTRAINT events_kind_check
                     'control.requested',
                     'wait.started', 'wait.finished', 'signal.received',
                     'child.started', 'child.finished'));
+
+-- Child sessions: a session spawned by a turn of another (ctx.spawn). depth is
+-- the parent's + 1 (0: a session made by a client), checked against
+-- admission_limits.max_depth at the spawn.
+ALTER TABLE sessions ADD COLUMN parent_id uuid REFERENCES sessions (id);
+ALTER TABLE sessions ADD COLUMN depth integer NOT NULL DEFAULT 0 CHECK (depth >= 0);
+ALTER TABLE sessions ADD CONSTRAINT sessions_parent_depth_check
+    CHECK ((parent_id IS NULL) = (depth = 0));
+CREATE INDEX sessions_parent_idx ON sessions (parent_id) WHERE parent_id IS NOT NULL;
+
+-- One row per spawn: which turn (and step) of the parent made which child and
+-- its first turn, what a cancel of the parent does to it, and, once the
+-- child's turn ended, how it ended (reported_at: child.finished is in the
+-- parent's log). Turn ids carry no foreign key: retention prunes old turns.
+CREATE TABLE children (
+    parent_id      uuid        NOT NULL REFERENCES sessions (id),
+    parent_turn_id uuid        NOT NULL,
+    step_key       text        NOT NULL,
+    child_id       uuid        NOT NULL UNIQUE REFERENCES sessions (id),
+    child_turn_id  uuid        NOT NULL,
+    on_cancel      text        NOT NULL CHECK (on_cancel IN ('cascade', 'abandon')),
+    status         text        CHECK (status IN ('succeeded', 'failed', 'cancelled',
+                                                 'interrupted')),
+    output         jsonb,
+    error          text,
+    created_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    reported_at    timestamptz,
+    PRIMARY KEY (parent_id, parent_turn_id, step_key),
+    CHECK ((reported_at IS NULL) = (status IS NULL))
+);
+CREATE INDEX children_unreported_idx ON children (child_turn_id) WHERE reported_at IS NULL;
+
+-- Limits on trees, per tenant with the '*' row's as defaults (NULL: unlimited):
+-- how deep (max_depth: a child of a session at that depth is refused) and how
+-- many children one turn may spawn (max_fanout).
+ALTER TABLE admission_limits ADD COLUMN max_depth integer CHECK (max_depth > 0);
+ALTER TABLE admission_limits ADD COLUMN max_fanout integer CHECK (max_fanout > 0);

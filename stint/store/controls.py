@@ -19,6 +19,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
+from stint.store.children import children_cascading
 from stint.store.config import StoreConfig
 from stint.store.errors import (
     AnswerConflict,
@@ -241,46 +242,82 @@ class ControlStore:
             self._pool.connection() as conn,
             conn.transaction(),
         ):
-            locked = await _lock_session(conn, session_id, within_tenant)
-            if turn_id is not None:
-                named = await fetch_optional(
-                    conn,
-                    _TurnStatus,
-                    "controls_turn_of_session",
-                    session_id=session_id,
-                    turn_id=turn_id,
-                )
-                if named is None:
-                    raise UnknownTurn(session=session_id, turn=turn_id)
-                if TurnStatus(named.status).terminal:
-                    return ControlResult(
-                        session_id, [], None, f"turn already {named.status}; nothing to do"
-                    )
-            cancelled: list[UUID] = []
-            if action is ControlAction.CANCEL:
-                rows = await fetch_all(
-                    conn,
-                    _Cancelled,
-                    "controls_cancel_queued",
-                    session_id=session_id,
-                    turn_id=turn_id,
-                    reason=reason,
-                    actor=_actor_json(actor),
-                    events_channel=self._config.events_channel,
-                    work_channel=self._config.work_channel,
-                )
-                cancelled = [row.id for row in rows]
-            active, outcome = await stop_active_turn(
+            return await self._control_locked(
                 conn,
-                self._config,
                 session_id=session_id,
                 action=action,
                 reason=reason,
                 turn_id=turn_id,
-                lease_owner=locked.lease_owner,
-                lease_live=bool(locked.lease_live),
+                within_tenant=within_tenant,
                 actor=actor,
             )
+
+    async def _control_locked(
+        self,
+        conn: AsyncConnection[TupleRow],
+        *,
+        session_id: UUID,
+        action: ControlAction,
+        reason: str,
+        turn_id: UUID | None,
+        within_tenant: str | None,
+        actor: Actor | None,
+    ) -> ControlResult:
+        """The control, inside its transaction; a cancel goes on to the unfinished
+        children its turns spawned with ``cascade`` (and theirs), each locked after
+        its parent, in the same transaction."""
+        locked = await _lock_session(conn, session_id, within_tenant)
+        if turn_id is not None:
+            named = await fetch_optional(
+                conn,
+                _TurnStatus,
+                "controls_turn_of_session",
+                session_id=session_id,
+                turn_id=turn_id,
+            )
+            if named is None:
+                raise UnknownTurn(session=session_id, turn=turn_id)
+            if TurnStatus(named.status).terminal:
+                return ControlResult(
+                    session_id, [], None, f"turn already {named.status}; nothing to do"
+                )
+        cancelled: list[UUID] = []
+        if action is ControlAction.CANCEL:
+            rows = await fetch_all(
+                conn,
+                _Cancelled,
+                "controls_cancel_queued",
+                session_id=session_id,
+                turn_id=turn_id,
+                reason=reason,
+                actor=_actor_json(actor),
+                events_channel=self._config.events_channel,
+                work_channel=self._config.work_channel,
+            )
+            cancelled = [row.id for row in rows]
+        active, outcome = await stop_active_turn(
+            conn,
+            self._config,
+            session_id=session_id,
+            action=action,
+            reason=reason,
+            turn_id=turn_id,
+            lease_owner=locked.lease_owner,
+            lease_live=bool(locked.lease_live),
+            actor=actor,
+        )
+        if action is ControlAction.CANCEL:
+            ended = cancelled + ([active] if active is not None else [])
+            for child in await children_cascading(conn, session_id=session_id, turn_ids=ended):
+                await self._control_locked(
+                    conn,
+                    session_id=child,
+                    action=action,
+                    reason="parent cancelled",
+                    turn_id=None,
+                    within_tenant=None,
+                    actor=actor,
+                )
         if active is None and cancelled:
             outcome = f"cancelled {len(cancelled)} queued turn(s); no turn was running"
         return ControlResult(session_id, cancelled, active, outcome)

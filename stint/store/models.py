@@ -167,6 +167,8 @@ class FinishResult:
     queued_turns: int
     still_held: bool
     next: Work | None = None
+    parent_id: UUID | None = None
+    """The session is a child of this one: its parent must hear of the turn's end."""
 
 
 @dataclass(frozen=True)

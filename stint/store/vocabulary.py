@@ -38,6 +38,8 @@ class AdmissionLimit(StrEnum):
     MAX_RUNNING = "max_running"
     MAX_SESSION_QUEUE = "max_session_queue"
     GLOBAL_BACKLOG = "global_backlog"
+    MAX_DEPTH = "max_depth"  # how deep a tree of child sessions may grow (ctx.spawn)
+    MAX_FANOUT = "max_fanout"  # children one turn may spawn
 
 
 class SessionStatus(StrEnum):

@@ -22,6 +22,7 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from stint.store.batch import Late, StatementBatcher
+from stint.store.children import ChildStore
 from stint.store.config import StoreConfig
 from stint.store.conversation import ConversationStore
 from stint.store.errors import WorkerIdInUse
@@ -91,6 +92,7 @@ class _Holder:
 class _Finished:
     queued_turns: int
     still_held: bool
+    parent_id: UUID | None  # the finished turn's session is a child of this one
     notified: bool | None  # a claimer was woken: the session was left ready
     next_session_id: UUID | None
     next_epoch: int | None
@@ -139,6 +141,8 @@ class SqlWorkerStore:
         """Provider quota reservations, for harnesses that call a provider."""
         self.waits = WaitStore(config, self._batcher)
         """Durable waits' fenced statements: timers, signals, children."""
+        self.children = ChildStore(config, pool, self._batcher)
+        """Child sessions: spawns under the lease, reports of their ends to parents."""
 
     @property
     def batcher(self) -> StatementBatcher:
@@ -348,7 +352,7 @@ class SqlWorkerStore:
                 row.next_traceparent,
                 row.next_queue_wait,
             )
-        return FinishResult(row.queued_turns, row.still_held, following)
+        return FinishResult(row.queued_turns, row.still_held, following, row.parent_id)
 
     async def turns_park(
         self, claim: Claim, *, turn_id: UUID, step_key: str, digest: str, question: Any

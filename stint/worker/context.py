@@ -17,6 +17,7 @@ from typing import Any
 from uuid import UUID
 
 from stint.errors import StintError
+from stint.store.children import NewChild
 from stint.store.conversation import MessageWindow
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, StepRecord
@@ -29,6 +30,8 @@ from stint.worker.telemetry import SPAN_STEP, record_unknown_effect, span
 from stint.worker.tools import Reconciled, Tool, ToolCall, Verdict
 
 __all__ = [
+    "Child",
+    "ChildEnd",
     "Deferred",
     "LeaseExpired",
     "NondeterministicReplay",
@@ -92,6 +95,29 @@ class Signal:
     sent_at: str
 
 
+@dataclass(frozen=True)
+class Child:
+    """A child session ``ctx.spawn`` started, and its first turn."""
+
+    id: UUID
+    turn_id: UUID
+
+
+@dataclass(frozen=True)
+class ChildEnd:
+    """How a joined child's turn ended: ``status`` None while it has not (a join
+    that timed out, or waited for any); ``output`` or ``error`` as on the turn."""
+
+    id: UUID
+    status: str | None
+    output: Any
+    error: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
+
+
 class Deferred(BaseException):
     """The turn cannot get provider quota soon: the runner hands it back to the
     queue until ``wait_seconds`` from now and frees the slot; when claimed
@@ -153,6 +179,7 @@ class TurnContext:
         # committed or marked unknown, with the tool's reconcile for each.
         self._open: dict[str, tuple[StepKind, str, Callable[[], Awaitable[Reconciled]]]] = {}
         self._waits = 0  # waits reached in this attempt: the default key of the next one
+        self._spawns = 0  # spawns reached in this attempt: the default key of the next one
 
     async def emit(self, payload: Mapping[str, Any], *, kind: str = EventKind.MESSAGE) -> int:
         """Append an event to the session log; returns its seq."""
@@ -284,6 +311,93 @@ class TurnContext:
         if got is None:
             return None
         return Signal(str(got["id"]), str(got["name"]), got["payload"], str(got["sent_at"]))
+
+    async def spawn(
+        self,
+        turn_input: Mapping[str, Any],
+        *,
+        pin: str | None = None,
+        timeout_seconds: float | None = None,
+        on_cancel: str = "cascade",
+        key: str | None = None,
+    ) -> Child:
+        """Start a child session (this tenant, ``pin``) whose first turn is ``turn_input``.
+
+        A durable step (key ``spawn:<n>`` by default): the child is created and the
+        step committed in one statement, so a replay returns the same child, never a
+        second one. ``on_cancel``: ``cascade`` (a cancel of this turn cancels the
+        child's unfinished turn) or ``abandon`` (the child runs on). Refused with
+        ``ChildRefused`` (nothing written) past the tenant's ``max_depth`` or
+        ``max_fanout``.
+        """
+        if on_cancel not in ("cascade", "abandon"):
+            raise ValueError(f"on_cancel must be 'cascade' or 'abandon', not {on_cancel!r}")
+        key = key if key is not None else f"spawn:{self._spawns}"
+        self._spawns += 1
+        request = {
+            "input": dict(turn_input),
+            "pin": pin,
+            "timeout_seconds": timeout_seconds,
+            "on_cancel": on_cancel,
+        }
+        digest = request_digest(StepKind.SPAWN, "spawn", request)
+        recorded = self._steps.get(key)
+        with span(SPAN_STEP, step_key=key, kind=str(StepKind.SPAWN)) as current:
+            current.set_attribute("stint.step.replayed", recorded is not None)
+            if recorded is not None:
+                if recorded.kind is not StepKind.SPAWN or recorded.request_digest != digest:
+                    raise NondeterministicReplay(f"step {key!r} replayed with a different spawn")
+                return Child(
+                    UUID(recorded.result["child_id"]), UUID(recorded.result["child_turn_id"])
+                )
+            self._guard()
+            spawned = await self._store.children.children_spawn(
+                self._claim,
+                turn_id=self.turn_id,
+                step_key=key,
+                digest=digest,
+                child=NewChild(dict(turn_input), pin, timeout_seconds, on_cancel),
+            )
+            result = {
+                "child_id": str(spawned.child_id),
+                "child_turn_id": str(spawned.child_turn_id),
+            }
+            self._steps[key] = StepRecord(key, StepKind.SPAWN, StepStatus.COMMITTED, digest, result)
+            failpoint("after_spawn")
+            return Child(spawned.child_id, spawned.child_turn_id)
+
+    # A durable timeout (database clock, across workers): asyncio.timeout cannot outlive a slot.
+    async def join(
+        self,
+        children: Sequence[Child],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        wait: str = "all",
+        key: str | None = None,
+    ) -> list[ChildEnd]:
+        """Wait until all (``wait="all"``) or any (``"any"``) of ``children`` ended, at
+        most ``timeout`` seconds, without holding a slot (as ``sleep``); then each
+        child's end in the order given. A failed child is a value here, not an error
+        of this turn; a child not ended yet (any, or a timeout) has status None.
+        """
+        if wait not in ("all", "any"):
+            raise ValueError(f"wait must be 'all' or 'any', not {wait!r}")
+        if not children:
+            return []
+        ids = [child.id for child in children]
+        result = await self._wait(
+            key,
+            WaitKind.CHILDREN,
+            {"children": [str(i) for i in ids], "wait": wait, "timeout": timeout},
+            WaitUntil(seconds=timeout),
+            children=ids,
+            wait_all=wait == "all",
+        )
+        ends = result.get("children") or []
+        return [
+            ChildEnd(UUID(end["child_id"]), end["status"], end["output"], end["error"])
+            for end in ends
+        ]
 
     async def _wait(
         self,

@@ -32,6 +32,7 @@ FAILPOINTS = (
     "after_turn_finish",  # the turn finished and the slot's next one started; neither runs
     "after_wait_begun",  # a wait step is recorded started with its deadline; not settled
     "after_wait_settled",  # a wait step committed (its signal consumed); the turn goes on
+    "after_spawn",  # a child session and the spawn step are committed; the turn goes on
 )
 # Failpoints of the scheduler and the webhook deliverer: reached only when a schedule is
 # due or a delivery is (tests/faults/test_schedule_faults.py, test_webhook_faults.py).

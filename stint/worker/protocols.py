@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from stint.store.batch import Late
+from stint.store.children import ChildStore
 from stint.store.conversation import ConversationStore
 from stint.store.fenced import EventSpec
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, Work
@@ -37,6 +38,11 @@ class WorkerStore(Protocol):
     @property
     def quotas(self) -> QuotaStore:
         """Provider quota reservations, for harnesses that call a provider."""
+        ...
+
+    @property
+    def children(self) -> ChildStore:
+        """Child sessions, for ``TurnContext.spawn`` and the reports of their ends."""
         ...
 
     @property

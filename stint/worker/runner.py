@@ -199,7 +199,18 @@ class SessionRunner:
             if following is not None and following.turn is not None:
                 record_turn_started(following.turn.queue_wait)
             failpoint("after_turn_finish")
+            if finished.parent_id is not None:
+                await self._report_to_parent(claim)
             return finished
+
+    async def _report_to_parent(self, claim: Claim) -> None:
+        """The session is a child: tell its parent the turn ended (``child.finished``,
+        and a wake if it waits for it). Best effort here: a report that fails, or a
+        worker that dies first, is left to the schedulers' sweep."""
+        try:
+            await self._store.children.children_report(child_id=claim.session_id)
+        except StoreError as exc:
+            log.warning("session %s: its parent is told later (%s)", claim.session_id, exc)
 
     def _may_continue(self) -> bool:
         """May this slot start another turn: not stopping, and not fenced."""

@@ -42,7 +42,11 @@ class ScriptedHarness:
     ``stint answer``; the answer ends up in the turn's output. With ``sleep_s``
     it then sleeps durably (``ctx.sleep``, its slot free); with ``wait_for`` it
     then waits for that signal (``ctx.wait_for``, at most ``timeout_s``) and
-    the signal's payload (null after a timeout) ends up in the output.
+    the signal's payload (null after a timeout) ends up in the output. With
+    ``spawn: {"count": n, "input": {...}, "wait": "all"|"any", "on_cancel": ...}``
+    it then starts n child sessions with that input (``ctx.spawn``) and joins
+    them (``ctx.join``, at most ``timeout_s``); their ends are the output's
+    ``children``.
     """
 
     def __init__(self, *, workspace: Path) -> None:
@@ -80,7 +84,30 @@ class ScriptedHarness:
                 str(signal_name), timeout=None if timeout is None else float(timeout)
             )
             output["signal"] = None if got is None else {"id": got.id, "payload": got.payload}
+        spawn = ctx.input.get("spawn")
+        if spawn is not None:
+            output["children"] = await _delegate(ctx, spawn)
         return output
+
+
+async def _delegate(ctx: TurnContext, spawn: dict[str, Any]) -> list[dict[str, Any]]:
+    """Start ``spawn["count"]`` children and join them; their ends as JSON."""
+    children = [
+        await ctx.spawn(
+            dict(spawn.get("input", {})), on_cancel=str(spawn.get("on_cancel", "cascade"))
+        )
+        for _ in range(int(spawn.get("count", 1)))
+    ]
+    timeout = ctx.input.get("timeout_s")
+    ends = await ctx.join(
+        children,
+        wait=str(spawn.get("wait", "all")),
+        timeout=None if timeout is None else float(timeout),
+    )
+    return [
+        {"id": str(end.id), "status": end.status, "output": end.output, "error": end.error}
+        for end in ends
+    ]
 
 
 def harness(*, workspace: Path) -> ScriptedHarness:

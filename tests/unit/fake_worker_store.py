@@ -19,6 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from stint.store.batch import Late, now
+from stint.store.children import ChildStore
 from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost
 from stint.store.fenced import EventSpec
@@ -78,6 +79,10 @@ class FakeWorkerStore:
     @property
     def quotas(self) -> QuotaStore:
         raise NotImplementedError("the fake reserves no provider quota")
+
+    @property
+    def children(self) -> ChildStore:
+        raise NotImplementedError("the fake spawns no children")
 
     @property
     def waits(self) -> WaitStore:

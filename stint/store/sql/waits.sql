@@ -28,8 +28,10 @@ SELECT limit_at.deadline FROM fence, limit_at
 
 -- name: waits_settle
 -- Under the lease: is the wait %(step_key)s over? For a signal wait, the
--- session's oldest unconsumed signal of its name is consumed by it; else a
--- passed deadline ends it (a timer: elapsed; a signal wait: timeout). An
+-- session's oldest unconsumed signal of its name is consumed by it; a
+-- children wait is over when all (or any) of its children were reported
+-- ended (children_report), its result listing each child's end; else a
+-- passed deadline ends it (a timer: elapsed; the others: timeout). An
 -- ended wait's step commits with the outcome as its result, in this same
 -- statement as the consumption, with a wait.finished event: a crash leaves
 -- either both or neither, so each signal is consumed exactly once and a
@@ -42,11 +44,12 @@ SELECT limit_at.deadline FROM fence, limit_at
 -- between the snapshot and the lock; the consumption also re-checks
 -- consumed_at IS NULL on the row's newest version, and the step commits only
 -- with it. A signal inserted after the snapshot waits for the next settle:
--- its sender wakes the session (signals_send).
+-- its sender wakes the session (signals_send); so does a child's report
+-- (children_report), and children are read here only.
 WITH clock AS MATERIALIZED (
     SELECT clock_timestamp() AS at
 ), waited AS (
-    SELECT w.kind, w.name, w.deadline
+    SELECT w.kind, w.name, w.deadline, w.children, w.wait_all
     FROM waits w
     JOIN steps st ON st.session_id = w.session_id AND st.turn_id = w.turn_id
                  AND st.step_key = w.step_key
@@ -59,9 +62,25 @@ WITH clock AS MATERIALIZED (
     WHERE s.session_id = %(session_id)s AND s.consumed_at IS NULL
     ORDER BY s.created_at, s.id
     LIMIT 1
+), kids AS (
+    SELECT k.child_id, k.status, k.output, k.error, k.reported_at,
+           array_position(waited.children, k.child_id) AS position
+    FROM children k
+    JOIN waited ON waited.kind = 'children' AND k.child_id = ANY (waited.children)
+    WHERE k.parent_id = %(session_id)s
+), kids_done AS (
+    SELECT count(*) FILTER (WHERE reported_at IS NOT NULL) AS done,
+           jsonb_agg(jsonb_build_object('child_id', child_id, 'status', status,
+                                        'output', output, 'error', error)
+                     ORDER BY position) AS ends
+    FROM kids
 ), decided AS MATERIALIZED (
     SELECT waited.kind,
            CASE WHEN pending.id IS NOT NULL THEN 'signal'
+                WHEN waited.kind = 'children'
+                     AND kids_done.done >= CASE WHEN waited.wait_all
+                                                THEN cardinality(waited.children) ELSE 1 END
+                THEN 'children'
                 WHEN waited.deadline <= clock.at
                 THEN CASE WHEN waited.kind = 'timer' THEN 'elapsed' ELSE 'timeout' END
            END AS outcome,
@@ -69,9 +88,11 @@ WITH clock AS MATERIALIZED (
            pending.name AS signal_name,
            pending.payload AS signal_payload,
            pending.created_at AS sent_at,
+           CASE WHEN waited.kind = 'children' THEN kids_done.ends END AS children,
            waited.deadline
     FROM waited
     CROSS JOIN clock
+    CROSS JOIN kids_done
     LEFT JOIN pending ON true
 ), over AS (
     SELECT * FROM decided WHERE outcome IS NOT NULL
@@ -95,6 +116,7 @@ WITH clock AS MATERIALIZED (
     UPDATE steps
     SET status = 'committed', finished_at = (SELECT at FROM clock), lease_epoch = %(epoch)s,
         result = jsonb_build_object('outcome', over.outcome, 'deadline', over.deadline,
+                                    'children', over.children,
                                     'signal', CASE WHEN over.signal_id IS NOT NULL THEN
                                         jsonb_build_object('id', over.signal_id,
                                                            'name', over.signal_name,
@@ -120,8 +142,9 @@ FROM log_bump
 -- interrupt already requested for this turn wins, as in turns_park.
 -- Safe under READ COMMITTED: held locks the row and reads its newest
 -- version, but the pending-signal check reads the statement's snapshot, taken
--- before that lock. A signal sender updates the session row in its
--- transaction, so if the locked version is not the snapshot's (same xmin,
+-- before that lock (so does the children check). A signal sender and a
+-- child's reporter update the session row in their transactions, so if the
+-- locked version is not the snapshot's (same xmin,
 -- as the claims use) something may have arrived unseen, and the session is
 -- made ready at once instead (a wasted replay at worst, never a lost wake);
 -- a sender that commits after this statement finds the session ready and
@@ -132,7 +155,7 @@ WITH held AS (
     WHERE /*include:lease_fence*/
     FOR UPDATE
 ), waited AS (
-    SELECT w.kind, w.name, w.deadline
+    SELECT w.kind, w.name, w.deadline, w.children, w.wait_all
     FROM waits w
     WHERE w.session_id = %(session_id)s AND w.turn_id = %(turn_id)s
       AND w.step_key = %(step_key)s
@@ -150,6 +173,10 @@ WITH held AS (
                  OR EXISTS (SELECT FROM signals sg
                             WHERE sg.session_id = %(session_id)s AND sg.name = waited.name
                               AND sg.consumed_at IS NULL)
+                 OR (SELECT count(*) FROM children k
+                     WHERE k.parent_id = %(session_id)s AND k.child_id = ANY (waited.children)
+                       AND k.reported_at IS NOT NULL)
+                    >= CASE WHEN waited.wait_all THEN cardinality(waited.children) ELSE 1 END
                THEN clock_timestamp()
                ELSE coalesce(waited.deadline, 'infinity'::timestamptz)
            END AS at

@@ -189,7 +189,7 @@ def json_outputs() -> list[JsonOutput]:
     """Every JSON shape a ``stint`` command prints, from the functions that print them."""
     sizing = _sizing_sample()
     session = SessionUsage(_ID, "idle", 3, [_turn()])
-    limits = LimitsRow("*", None, None, 16, None, 0, 0)
+    limits = LimitsRow("*", None, None, 16, None, None, None, 0, 0)
     admission = admission_json([limits], 0)
     status = status_json(
         StatusSummary(

@@ -26,6 +26,8 @@ __all__ = [
     "AnswerCreate",
     "AnswerResult",
     "BusyStrategy",
+    "Child",
+    "ChildPage",
     "ControlCreate",
     "ControlResult",
     "Event",
@@ -108,6 +110,11 @@ class EventKind(StrEnum):
     TURN_CANCELLED = "turn.cancelled"
     TURN_INTERRUPTED = "turn.interrupted"
     CONTROL_REQUESTED = "control.requested"
+    WAIT_STARTED = "wait.started"
+    WAIT_FINISHED = "wait.finished"
+    SIGNAL_RECEIVED = "signal.received"
+    CHILD_STARTED = "child.started"
+    CHILD_FINISHED = "child.finished"
 
 
 TERMINAL_KINDS = frozenset(
@@ -143,6 +150,10 @@ class Session(_Answer):
     queued_turns: int
     created_at: datetime
     updated_at: datetime
+    parent_id: UUID | None
+    """The session whose turn spawned this one (``ctx.spawn``), if any."""
+    depth: int
+    """0: made by a client; a child's is its parent's + 1."""
 
 
 class SessionPage(_Answer):
@@ -191,6 +202,25 @@ class TurnPage(_Answer):
 
     turns: list[Turn]
     next_after_seq: int | None
+
+
+class Child(_Answer):
+    """A child session a turn of the session spawned (``ChildOut``)."""
+
+    id: UUID
+    turn_id: UUID
+    parent_turn_id: UUID
+    step_key: str
+    on_cancel: str
+    status: TurnStatus | str | None = _known()
+    reported_at: datetime | None
+    created_at: datetime
+
+
+class ChildPage(_Answer):
+    """A session's children, oldest first."""
+
+    children: list[Child]
 
 
 class ControlResult(_Answer):
@@ -316,6 +346,8 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "ControlCreate": ControlCreate,
     "AnswerCreate": AnswerCreate,
     "SignalOut": SignalResult,
+    "ChildOut": Child,
+    "ChildPage": ChildPage,
     "SignalCreate": SignalCreate,
 }
 """Each model and the OpenAPI component (``#/components/schemas/NAME``) it mirrors."""

@@ -35,6 +35,7 @@ from stint.ops.sizing import Workload, size
 from stint.ops.sizing_costs import CostModel, CostPoint, Range
 from stint.ops.status import status_json
 from stint.store.admission import LimitsRow
+from stint.store.children import Descendant
 from stint.store.controls import AnswerResult, ControlResult
 from stint.store.models import ApiKey, EnqueueResult, Event, QuotaScope, StatusSummary, WorkerRow
 from stint.store.usage import SessionUsage, TurnUsage
@@ -247,8 +248,16 @@ def json_outputs() -> list[JsonOutput]:
         JsonOutput(
             ("show",),
             "stint show",
-            session_json(session),
-            {"usage": "summed over the turns", "turns": "in order"},
+            session_json(
+                session,
+                [Descendant(_ID, UUID(int=2), "succeeded", "cascade", 1)],
+            ),
+            {
+                "usage": "summed over the turns",
+                "turns": "in order",
+                "parent_id": "the session whose turn spawned this one (ctx.spawn), or null",
+                "children": "the tree of child sessions below it, level by level",
+            },
         ),
         JsonOutput(("show",), "stint show --turn", turn_of_session_json(session, _turn())),
         JsonOutput(("show",), "stint show: turns[], turn", turn_json(_turn())),

@@ -66,6 +66,7 @@ from stint.ops.size_cli import add_size_parser
 from stint.ops.status import mcp_listing, render_status
 from stint.ops.webhook_cli import add_webhook_parser
 from stint.store.admission import AdmissionStore
+from stint.store.children import ChildStore
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.controls import ControlStore
@@ -307,12 +308,13 @@ async def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
     try:
         found = await UsageStore(config, pool).session_usage(session_id=session_id)
+        tree = await ChildStore(config, pool, None).children_tree(session_id=session_id)
     finally:
         await pool.close()
     if found is None:
         raise UnknownSession(session=session_id)
     if turn_id is None:
-        print(json.dumps(session_json(found), indent=2))
+        print(json.dumps(session_json(found, tree), indent=2))
         return 0
     turn = next((t for t in found.turns if t.turn_id == turn_id), None)
     if turn is None:

@@ -28,7 +28,14 @@ from stint.store.models import Claim
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 
-__all__ = ["ChildLink", "ChildStore", "NewChild", "SpawnedChild", "children_cascading"]
+__all__ = [
+    "ChildLink",
+    "ChildStore",
+    "Descendant",
+    "NewChild",
+    "SpawnedChild",
+    "children_cascading",
+]
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,17 @@ class ChildLink:
     created_at: datetime
     status: str | None  # the child turn's status (its end, once reported)
     reported_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Descendant:
+    """One session below another in its tree: its parent, policy, spawned turn's status."""
+
+    parent_id: UUID
+    child_id: UUID
+    status: str | None
+    on_cancel: str
+    level: int
 
 
 @dataclass(frozen=True)
@@ -180,4 +198,11 @@ class ChildStore:
         async with guarded("children_list", self._config), self._pool.connection() as conn:
             return await fetch_all(
                 conn, ChildLink, "children_list", session_id=session_id, tenant=tenant
+            )
+
+    async def children_tree(self, *, session_id: UUID, limit: int = 10_000) -> list[Descendant]:
+        """The session's descendants, level by level, at most ``limit``."""
+        async with guarded("children_tree", self._config), self._pool.connection() as conn:
+            return await fetch_all(
+                conn, Descendant, "children_tree", session_id=session_id, limit=limit
             )

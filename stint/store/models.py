@@ -334,6 +334,8 @@ class SessionRecord(Row):
     queued_turns: int
     created_at: datetime
     updated_at: datetime
+    parent_id: UUID | None  # spawned by a turn of this session (ctx.spawn)
+    depth: int  # 0: made by a client; a child's is its parent's + 1
 
 
 @dataclass(frozen=True)

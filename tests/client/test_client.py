@@ -275,3 +275,29 @@ async def test_a_signal_is_delivered_once_per_key(
             await other.call("signal", session.id, "approved", {"by": "them"})
     finally:
         await other.close()
+
+
+async def test_a_signal_resumes_a_waiting_turn_and_children_are_listed(
+    stint: Either, cluster: Cluster, pool: Pool
+) -> None:
+    cluster.start_worker(slots=1)
+    session = await stint.call("create_session")
+    spawn = {"count": 2, "input": {"min_wait_ms": 0}}
+    queued = await stint.call(
+        "enqueue", session.id, {"min_wait_ms": 0, "wait_for": "go", "spawn": spawn}
+    )
+    waiting = await stint.follow_until(
+        session.id, lambda e: e.kind == EventKind.WAIT_STARTED, until=None
+    )
+    assert waiting[-1].payload["name"] == "go"
+    sent = await stint.call("signal", session.id, "go", {"n": 1}, idempotency_key="go-1")
+    rest = await stint.follow(session.id, after=waiting[-1].seq, turn_id=queued.turn_id)
+    assert rest[-1].kind == EventKind.TURN_COMPLETED
+    turn = await stint.call("get_turn", session.id, queued.turn_id)
+    assert turn.output["signal"] == {"id": str(sent.signal_id), "payload": {"n": 1}}
+    page = await stint.call("children", session.id)
+    assert [c.status for c in page.children] == [TurnStatus.SUCCEEDED] * 2
+    assert [str(c.id) for c in page.children] == [c["id"] for c in turn.output["children"]]
+    child = await stint.call("get_session", page.children[0].id)
+    assert (child.parent_id, child.depth) == (session.id, 1)
+    assert (await stint.call("children", child.id)).children == []

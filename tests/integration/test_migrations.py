@@ -52,6 +52,7 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "webhook_deliveries",
         "waits",
         "signals",
+        "children",
     }
 
 

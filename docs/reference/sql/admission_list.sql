@@ -2,7 +2,7 @@
 -- Every limits row with what its tenant has in flight now ('*' shows the
 -- sessions without a tenant, which it governs; and the whole backlog).
 SELECT a.tenant, a.max_queued, a.max_running, a.max_session_queue, a.global_backlog,
-       coalesce(u.queued, 0)::bigint AS queued, coalesce(u.running, 0)::bigint AS running
+       a.max_depth, a.max_fanout, coalesce(u.queued, 0)::bigint AS queued, coalesce(u.running, 0)::bigint AS running
 FROM admission_limits a
 LEFT JOIN LATERAL (
     SELECT sum(queued_turns) AS queued, count(*) AS running

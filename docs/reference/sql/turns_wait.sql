@@ -8,8 +8,9 @@
 -- interrupt already requested for this turn wins, as in turns_park.
 -- Safe under READ COMMITTED: held locks the row and reads its newest
 -- version, but the pending-signal check reads the statement's snapshot, taken
--- before that lock. A signal sender updates the session row in its
--- transaction, so if the locked version is not the snapshot's (same xmin,
+-- before that lock (so does the children check). A signal sender and a
+-- child's reporter update the session row in their transactions, so if the
+-- locked version is not the snapshot's (same xmin,
 -- as the claims use) something may have arrived unseen, and the session is
 -- made ready at once instead (a wasted replay at worst, never a lost wake);
 -- a sender that commits after this statement finds the session ready and
@@ -24,7 +25,7 @@ WITH held AS (
 id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
     FOR UPDATE
 ), waited AS (
-    SELECT w.kind, w.name, w.deadline
+    SELECT w.kind, w.name, w.deadline, w.children, w.wait_all
     FROM waits w
     WHERE w.session_id = %(session_id)s AND w.turn_id = %(turn_id)s
       AND w.step_key = %(step_key)s
@@ -42,6 +43,10 @@ id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
                  OR EXISTS (SELECT FROM signals sg
                             WHERE sg.session_id = %(session_id)s AND sg.name = waited.name
                               AND sg.consumed_at IS NULL)
+                 OR (SELECT count(*) FROM children k
+                     WHERE k.parent_id = %(session_id)s AND k.child_id = ANY (waited.children)
+                       AND k.reported_at IS NOT NULL)
+                    >= CASE WHEN waited.wait_all THEN cardinality(waited.children) ELSE 1 END
                THEN clock_timestamp()
                ELSE coalesce(waited.deadline, 'infinity'::timestamptz)
            END AS at

@@ -171,3 +171,23 @@ LEFT JOIN turns t ON t.id = c.child_turn_id
 WHERE c.parent_id = %(session_id)s
   AND (%(tenant)s::text IS NULL OR s.tenant = %(tenant)s)
 ORDER BY c.created_at, c.child_id
+
+-- name: children_tree
+-- The session's descendants (its children, theirs ...), level by level and
+-- oldest first, at most %(limit)s of them: each with its parent, policy and
+-- the status of the turn it was spawned with (stint show draws the tree).
+WITH RECURSIVE tree AS (
+    SELECT c.parent_id, c.child_id, c.child_turn_id, c.on_cancel, c.created_at, 1 AS level
+    FROM children c
+    WHERE c.parent_id = %(session_id)s
+    UNION ALL
+    SELECT c.parent_id, c.child_id, c.child_turn_id, c.on_cancel, c.created_at, tree.level + 1
+    FROM children c
+    JOIN tree ON c.parent_id = tree.child_id
+    WHERE tree.level < 64
+)
+SELECT tree.parent_id, tree.child_id, t.status, tree.on_cancel, tree.level
+FROM tree
+LEFT JOIN turns t ON t.id = tree.child_turn_id
+ORDER BY tree.level, tree.created_at, tree.child_id
+LIMIT %(limit)s

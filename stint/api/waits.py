@@ -1,7 +1,10 @@
-"""/v1 route for signals: keep one for a session, where a turn's ``ctx.wait_for`` finds it.
+"""/v1 routes of durable waits: send a signal, list a session's child sessions.
 
-A signal sent before any wait is kept, and the first wait on its name consumes
-it; each is consumed by exactly one wait (docs/design.md, "Durable waits").
+A signal is kept for the session where a turn's ``ctx.wait_for`` finds it: one
+sent before any wait is kept, and the first wait on its name consumes it; each
+is consumed by exactly one wait (docs/design.md, "Durable waits"). A session's
+children are those its turns spawned (``ctx.spawn``); its parent is on the
+session itself (``parent_id``).
 The name and payload follow the input rules every door shares
 (``stint.store.input_rules``); a retry with the same Idempotency-Key returns
 the same signal, one with another name or payload is a 409.
@@ -15,11 +18,11 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Header, Path, Response
 
-from stint.api.auth import Writer
+from stint.api.auth import Reader, Writer
 from stint.api.problems import problem_responses
-from stint.api.schemas import SignalCreate, SignalOut
+from stint.api.schemas import ChildOut, ChildPage, SignalCreate, SignalOut
 from stint.api.services import Services, services
-from stint.api.sessions import within_input_limit
+from stint.api.sessions import session_or_404, within_input_limit
 from stint.store.input_rules import IDEMPOTENCY_KEY_PATTERN, SIGNAL_NAME_PATTERN
 
 __all__ = ["router"]
@@ -70,3 +73,15 @@ async def send_signal(
     return SignalOut(
         session_id=session_id, signal_id=sent.signal_id, name=sent.name, created=sent.created
     )
+
+
+@router.get(
+    "/sessions/{session_id}/children",
+    response_model=ChildPage,
+    responses=problem_responses(401, 404, 422, 503),
+    summary="The child sessions this session's turns spawned, oldest first",
+)
+async def list_children(session_id: UUID, caller: Reader, svc: Svc) -> ChildPage:
+    await session_or_404(svc, caller, session_id)
+    rows = await svc.children.children_list(session_id=session_id, tenant=caller.tenant)
+    return ChildPage(children=[ChildOut.of(row) for row in rows])

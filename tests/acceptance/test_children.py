@@ -65,6 +65,15 @@ async def test_a_parent_joins_its_children_from_a_freed_slot(
     assert kinds.count("child.started") == 3 and kinds.count("child.finished") == 3
     rows = await fetch(pool, "SELECT parent_id, depth FROM sessions WHERE parent_id IS NOT NULL")
     assert rows == [(parent, 1)] * 3
+    shown = cluster.stint("show", str(parent))
+    assert shown.returncode == 0, shown.stderr
+    tree = json.loads(shown.stdout)
+    assert tree["parent_id"] is None
+    assert [(c["session_id"], c["status"], c["children"]) for c in tree["children"]] == [
+        (str(cid), "succeeded", []) for cid, _ in kids
+    ]
+    shown = cluster.stint("show", str(kids[0][0]))
+    assert json.loads(shown.stdout)["parent_id"] == str(parent)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     await _checks(pool, cluster)

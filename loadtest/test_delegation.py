@@ -59,5 +59,5 @@ async def test_one_parent_delegates_its_children(
     for result in [*cases, *ladder]:
         assert result.parent_status == "succeeded", result
         assert result.completed == result.case.children, result
-        # The joining parent holds no slot: every slot can run a child at once.
-        assert result.parent_running_while_children_ran == 0, result
+        # The joining parent holds no slot (it runs while it spawns, not while it joins).
+        assert result.parent_held_slot_while_joining == 0, result

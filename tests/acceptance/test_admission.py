@@ -49,10 +49,16 @@ async def test_set_show_and_status(cluster: Cluster) -> None:
     assert shown["global_backlog"] == {"limit": 100, "unfinished_turns": 1}
     default, acme = shown["tenants"]
     assert default["tenant"] == "*"
-    assert default["limits"] == {"max_queued": None, "max_running": None, "max_session_queue": 16}
+    trees = {"max_depth": None, "max_fanout": None}  # limits on child sessions (ctx.spawn)
+    assert default["limits"] == {
+        "max_queued": None,
+        "max_running": None,
+        "max_session_queue": 16,
+        **trees,
+    }
     assert acme == {
         "tenant": "acme",
-        "limits": {"max_queued": 5, "max_running": 2, "max_session_queue": None},
+        "limits": {"max_queued": 5, "max_running": 2, "max_session_queue": None, **trees},
         "usage": {"queued": 1, "running": 1},
     }
     status = json.loads(cluster.stint("status", "--json").stdout)

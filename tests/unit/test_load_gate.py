@@ -75,7 +75,7 @@ def test_run_load_alone_runs_the_matrix_and_names_the_long_runs_it_leaves_out() 
     for module in (*LONG_RUNS, "test_api.py", "test_sizing.py"):
         assert not any(f"loadtest/{module}::" in line for line in collected), module
     assert (
-        "long runs not selected: api, ladder, quota, scale, sizing, soak "
+        "long runs not selected: api, delegation, ladder, quota, scale, sizing, soak "
         "(run one with -k NAME, e.g. pytest loadtest --run-load -k api)"
     ) in result.stdout.splitlines()
 

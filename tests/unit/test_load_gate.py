@@ -62,7 +62,13 @@ def _collect(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-LONG_RUNS = ("test_soak.py", "test_ladder.py", "test_scale.py", "test_quota.py")
+LONG_RUNS = (
+    "test_soak.py",
+    "test_ladder.py",
+    "test_scale.py",
+    "test_quota.py",
+    "test_delegation.py",
+)
 
 
 def test_run_load_alone_runs_the_matrix_and_names_the_long_runs_it_leaves_out() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from stint.api import events, health, metrics, schedules, sessions, webhooks
+from stint.api import events, health, metrics, schedules, sessions, waits, webhooks
 from stint.api.budget import ByteBudget
 from stint.api.busy import RequestLimit
 from stint.api.dashboard.pages import install_dashboard
@@ -29,6 +29,7 @@ from stint.api.query import documented_query
 from stint.api.services import Services
 from stint.api.stream import StreamLimits
 from stint.config.settings import Settings
+from stint.store.children import ChildStore
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_API, ROLE_API_FOLLOW, StoreConfig
 from stint.store.controls import ControlStore
@@ -70,6 +71,7 @@ def _lifespan(settings: Settings, config: StoreConfig) -> Any:
                 pool=pool,
                 client=ClientStore(config, pool),
                 controls=ControlStore(config, pool),
+                children=ChildStore(config, pool, None),
                 keys=KeyStore(config, pool),
                 follow_client=ClientStore(config, follow_pool),
                 hub=hub,
@@ -138,6 +140,7 @@ def create_app(settings: Settings, config: StoreConfig) -> FastAPI:
     app.include_router(health.router, tags=["health"])
     app.include_router(sessions.router, tags=["sessions"], dependencies=strict)
     app.include_router(events.router, tags=["events"], dependencies=strict)
+    app.include_router(waits.router, tags=["sessions"], dependencies=strict)
     app.include_router(schedules.router, tags=["schedules"], dependencies=strict)
     app.include_router(webhooks.router, tags=["webhooks"], dependencies=strict)
     app.include_router(metrics.router)

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from stint.store.children import ChildLink
 from stint.store.controls import ControlResult
 from stint.store.input_rules import PIN_PATTERN
 from stint.store.models import EnqueueResult, Event, SessionRecord, TenantStatus, TurnRecord
@@ -21,6 +22,8 @@ from stint.store.vocabulary import BusyStrategy, EventKind, SessionStatus, TurnS
 __all__ = [
     "AnswerCreate",
     "AnswerOut",
+    "ChildOut",
+    "ChildPage",
     "ControlCreate",
     "ControlOut",
     "EventOut",
@@ -30,6 +33,8 @@ __all__ = [
     "SessionCreate",
     "SessionOut",
     "SessionPage",
+    "SignalCreate",
+    "SignalOut",
     "StatusOut",
     "TurnCreate",
     "TurnOut",
@@ -91,6 +96,19 @@ class AnswerCreate(_Request):
     answer: JsonValue = Field(description="any JSON value; the turn resumes with it")
 
 
+class SignalCreate(_Request):
+    """What the signal carries to the wait that consumes it."""
+
+    payload: JsonValue = Field(None, description="any JSON value (default null)")
+
+
+class SignalOut(BaseModel):
+    session_id: UUID
+    signal_id: UUID
+    name: str
+    created: bool = Field(description="false: an earlier request with this key kept it")
+
+
 class SessionOut(BaseModel):
     id: UUID
     tenant: str | None
@@ -100,6 +118,8 @@ class SessionOut(BaseModel):
     queued_turns: int
     created_at: datetime
     updated_at: datetime
+    parent_id: UUID | None = Field(description="the session whose turn spawned this one, if any")
+    depth: int = Field(description="0: made by a client; a child's is its parent's + 1")
 
     @classmethod
     def of(cls, row: SessionRecord) -> SessionOut:
@@ -112,7 +132,39 @@ class SessionOut(BaseModel):
             queued_turns=row.queued_turns,
             created_at=row.created_at,
             updated_at=row.updated_at,
+            parent_id=row.parent_id,
+            depth=row.depth,
         )
+
+
+class ChildOut(BaseModel):
+    """One child session and the turn that spawned it."""
+
+    id: UUID = Field(description="the child session")
+    turn_id: UUID = Field(description="the child's first turn, the one spawned")
+    parent_turn_id: UUID = Field(description="the parent's turn that spawned it")
+    step_key: str = Field(description="the spawn's step key in that turn")
+    on_cancel: str = Field(description="`cascade` or `abandon`: what a cancel of the parent does")
+    status: TurnStatus | None = Field(description="the child turn's status")
+    reported_at: datetime | None = Field(description="when its end was told to the parent")
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: ChildLink) -> ChildOut:
+        return cls(
+            id=row.child_id,
+            turn_id=row.child_turn_id,
+            parent_turn_id=row.parent_turn_id,
+            step_key=row.step_key,
+            on_cancel=row.on_cancel,
+            status=None if row.status is None else TurnStatus(row.status),
+            reported_at=row.reported_at,
+            created_at=row.created_at,
+        )
+
+
+class ChildPage(BaseModel):
+    children: list[ChildOut]
 
 
 class SessionPage(BaseModel):

@@ -13,6 +13,7 @@ from fastapi import Request
 from stint.api.hub import EventHub
 from stint.api.stream import StreamLimits
 from stint.config.settings import Settings
+from stint.store.children import ChildStore
 from stint.store.client import ClientStore
 from stint.store.config import StoreConfig
 from stint.store.controls import ControlStore
@@ -39,6 +40,7 @@ class Services:
     pool: Pool
     client: ClientStore
     controls: ControlStore
+    children: ChildStore
     keys: KeyStore
     follow_client: ClientStore
     hub: EventHub

@@ -20,6 +20,7 @@ from stint.client.follow import FollowState, Until
 from stint.client.models import (
     AnswerResult,
     BusyStrategy,
+    ChildPage,
     ControlResult,
     DeliveryPage,
     DeliveryStatus,
@@ -148,6 +149,11 @@ class AsyncClient:
 
     async def get_turn(self, session_id: UUID | str, turn_id: UUID | str) -> Turn:
         return await self._send(routes.get_turn(session_id, turn_id))
+
+    async def children(self, session_id: UUID | str) -> ChildPage:
+        """The child sessions the session's turns spawned, oldest first (its parent is
+        the session's ``parent_id``)."""
+        return await self._send(routes.children(session_id))
 
     async def cancel(
         self,

@@ -26,6 +26,8 @@ __all__ = [
     "AnswerCreate",
     "AnswerResult",
     "BusyStrategy",
+    "Child",
+    "ChildPage",
     "ControlCreate",
     "ControlResult",
     "Delivery",
@@ -120,6 +122,11 @@ class EventKind(StrEnum):
     TURN_CANCELLED = "turn.cancelled"
     TURN_INTERRUPTED = "turn.interrupted"
     CONTROL_REQUESTED = "control.requested"
+    WAIT_STARTED = "wait.started"
+    WAIT_FINISHED = "wait.finished"
+    SIGNAL_RECEIVED = "signal.received"
+    CHILD_STARTED = "child.started"
+    CHILD_FINISHED = "child.finished"
 
 
 TERMINAL_KINDS = frozenset(
@@ -155,6 +162,10 @@ class Session(_Answer):
     queued_turns: int
     created_at: datetime
     updated_at: datetime
+    parent_id: UUID | None
+    """The session whose turn spawned this one (``ctx.spawn``), if any."""
+    depth: int
+    """0: made by a client; a child's is its parent's + 1."""
 
 
 class SessionPage(_Answer):
@@ -203,6 +214,25 @@ class TurnPage(_Answer):
 
     turns: list[Turn]
     next_after_seq: int | None
+
+
+class Child(_Answer):
+    """A child session a turn of the session spawned (``ChildOut``)."""
+
+    id: UUID
+    turn_id: UUID
+    parent_turn_id: UUID
+    step_key: str
+    on_cancel: str
+    status: TurnStatus | str | None = _known()
+    reported_at: datetime | None
+    created_at: datetime
+
+
+class ChildPage(_Answer):
+    """A session's children, oldest first."""
+
+    children: list[Child]
 
 
 class ControlResult(_Answer):
@@ -261,11 +291,13 @@ class Status(_Answer):
 
 
 class SignalResult(_Answer):
-    """The answer to a signal. Its fields are kept as the API sends them (``extra``)
-    until the route is in ``docs/openapi.json``; the drift test then asks for them
-    to be declared here."""
+    """A signal kept for the session until a wait on its name consumes it;
+    ``created`` false: an earlier call with this idempotency key kept it."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    session_id: UUID
+    signal_id: UUID
+    name: str
+    created: bool
 
 
 # Schedules and webhooks (``/v1/schedules``, ``/v1/webhooks``)
@@ -479,5 +511,9 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "WebhookCreate": WebhookCreate,
     "DeliveryOut": Delivery,
     "DeliveryPage": DeliveryPage,
+    "SignalOut": SignalResult,
+    "ChildOut": Child,
+    "ChildPage": ChildPage,
+    "SignalCreate": SignalCreate,
 }
 """Each model and the OpenAPI component (``#/components/schemas/NAME``) it mirrors."""

@@ -22,6 +22,7 @@ from stint.client.models import (
     AnswerCreate,
     AnswerResult,
     BusyStrategy,
+    ChildPage,
     ControlCreate,
     ControlResult,
     DeliveryPage,
@@ -105,6 +106,7 @@ _EVENTS = Route(
     ("Last-Event-ID",),
 )
 _STATUS = Route("status", "GET", "/v1/status", Status)
+_CHILDREN = Route("children", "GET", f"{_ONE}/children", ChildPage)
 _SIGNAL = Route(
     "signal",
     "POST",
@@ -112,6 +114,7 @@ _SIGNAL = Route(
     SignalResult,
     SignalCreate,
     headers=("Idempotency-Key",),
+    status=201,
 )
 
 # Schedules and webhooks
@@ -165,6 +168,7 @@ ROUTES: tuple[Route, ...] = (
     _EVENTS,
     _STATUS,
     _SIGNAL,
+    _CHILDREN,
     *_AUTOMATION,
 )
 """Every operation the client calls; ``events`` also serves ``follow()`` (as SSE)."""
@@ -292,6 +296,10 @@ def events_page(session_id: UUID | str, *, after: int, limit: int | None) -> Cal
 
 def status() -> Call[Status]:
     return Call("GET", _STATUS.path(), Status, replay_safe=True)
+
+
+def children(session_id: UUID | str) -> Call[ChildPage]:
+    return Call("GET", _CHILDREN.path(session_id=session_id), ChildPage, replay_safe=True)
 
 
 def signal(

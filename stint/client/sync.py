@@ -19,6 +19,7 @@ from stint.client.follow import FollowState, Until
 from stint.client.models import (
     AnswerResult,
     BusyStrategy,
+    ChildPage,
     ControlResult,
     DeliveryPage,
     DeliveryStatus,
@@ -159,6 +160,11 @@ class Client:
 
     def get_turn(self, session_id: UUID | str, turn_id: UUID | str) -> Turn:
         return self._send(routes.get_turn(session_id, turn_id))
+
+    def children(self, session_id: UUID | str) -> ChildPage:
+        """The child sessions the session's turns spawned, oldest first (its parent is
+        the session's ``parent_id``)."""
+        return self._send(routes.children(session_id))
 
     # Controls and answers
 

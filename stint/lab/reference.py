@@ -35,6 +35,7 @@ from stint.ops.sizing import Workload, size
 from stint.ops.sizing_costs import CostModel, CostPoint, Range
 from stint.ops.status import status_json
 from stint.store.admission import LimitsRow
+from stint.store.children import Descendant
 from stint.store.controls import AnswerResult, ControlResult
 from stint.store.models import ApiKey, EnqueueResult, Event, QuotaScope, StatusSummary, WorkerRow
 from stint.store.usage import SessionUsage, TurnUsage
@@ -189,7 +190,7 @@ def json_outputs() -> list[JsonOutput]:
     """Every JSON shape a ``stint`` command prints, from the functions that print them."""
     sizing = _sizing_sample()
     session = SessionUsage(_ID, "idle", 3, [_turn()])
-    limits = LimitsRow("*", None, None, 16, None, None, 0, 0, 0)
+    limits = LimitsRow("*", None, None, 16, None, None, None, None, 0, 0, 0)
     admission = admission_json([limits], 0)
     status = status_json(
         StatusSummary(
@@ -247,8 +248,16 @@ def json_outputs() -> list[JsonOutput]:
         JsonOutput(
             ("show",),
             "stint show",
-            session_json(session),
-            {"usage": "summed over the turns", "turns": "in order"},
+            session_json(
+                session,
+                [Descendant(_ID, UUID(int=2), "succeeded", "cascade", 1)],
+            ),
+            {
+                "usage": "summed over the turns",
+                "turns": "in order",
+                "parent_id": "the session whose turn spawned this one (ctx.spawn), or null",
+                "children": "the tree of child sessions below it, level by level",
+            },
         ),
         JsonOutput(("show",), "stint show --turn", turn_of_session_json(session, _turn())),
         JsonOutput(("show",), "stint show: turns[], turn", turn_json(_turn())),

@@ -25,6 +25,8 @@ _FLAGS = {
     AdmissionLimit.MAX_SESSION_QUEUE: "--max-session-queue",
     AdmissionLimit.GLOBAL_BACKLOG: "--global-backlog",
     AdmissionLimit.MAX_SESSIONS: "--max-sessions",
+    AdmissionLimit.MAX_DEPTH: "--max-depth",
+    AdmissionLimit.MAX_FANOUT: "--max-fanout",
 }
 
 
@@ -115,5 +117,9 @@ def add_admission_parser(sub: Any) -> argparse.ArgumentParser:
         help="sessions one tenant holds (any status; retention removes idle ones with no turns)",
     )
     s.add_argument("--global-backlog", metavar="N", help="unfinished turns of all tenants")
+    s.add_argument(
+        "--max-depth", metavar="N", help="levels of child sessions below a client's (ctx.spawn)"
+    )
+    s.add_argument("--max-fanout", metavar="N", help="child sessions one turn may spawn")
     actions.add_parser("show", help="the limits and what each tenant has in flight, as JSON")
     return p

@@ -1,4 +1,4 @@
-"""``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, tail, show,
+"""``stint``: the operator CLI (migrate, enqueue, cancel, interrupt, answer, signal, tail, show,
 status, check, size, embedded, keys, quota, admission, schedule, webhook, api; the demo
 is ``stint-lab demo``).
 
@@ -67,6 +67,7 @@ from stint.ops.status import mcp_listing, render_status
 from stint.ops.stopping import until_stopped
 from stint.ops.webhook_cli import add_webhook_parser
 from stint.store.admission import AdmissionStore
+from stint.store.children import ChildStore
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
 from stint.store.controls import ControlStore
@@ -78,7 +79,12 @@ from stint.store.errors import (
     UnknownSession,
     UnknownTurn,
 )
-from stint.store.input_rules import check_idempotency_key, check_pin, check_tenant
+from stint.store.input_rules import (
+    check_idempotency_key,
+    check_pin,
+    check_signal_name,
+    check_tenant,
+)
 from stint.store.keys import KeyStore
 from stint.store.migrate import migrate
 from stint.store.models import ApiKey
@@ -277,6 +283,29 @@ async def cmd_answer(settings: Settings, args: argparse.Namespace) -> int:
     return await _with_controls(settings, record)
 
 
+async def cmd_signal(settings: Settings, args: argparse.Namespace) -> int:
+    session_id = _parse_id(args.session)
+    name = check_signal_name(args.name, "NAME")
+    key = enqueue_labels(args.idempotency_key, check_idempotency_key, "--idempotency-key")
+    text = read_text(args.payload_json, sys.stdin.buffer) if args.payload_json else "null"
+    payload = parse_json(
+        text, max_bytes=settings.max_input_bytes, max_depth=settings.max_input_depth
+    )
+
+    async def send(controls: ControlStore) -> int:
+        result = await controls.signal(
+            session_id=session_id,
+            name=name,
+            idempotency_key=key or str(uuid.uuid4()),
+            payload=payload,
+            actor=cli_actor(),
+        )
+        print(json.dumps(result.as_json()))
+        return 0
+
+    return await _with_controls(settings, send)
+
+
 async def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     session_id = _parse_id(args.session)
     turn_id = _parse_id(args.turn, "turn") if args.turn else None
@@ -284,12 +313,13 @@ async def cmd_show(settings: Settings, args: argparse.Namespace) -> int:
     pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=1)
     try:
         found = await UsageStore(config, pool).session_usage(session_id=session_id)
+        tree = await ChildStore(config, pool, None).children_tree(session_id=session_id)
     finally:
         await pool.close()
     if found is None:
         raise UnknownSession(session=session_id)
     if turn_id is None:
-        print(json.dumps(session_json(found), indent=2))
+        print(json.dumps(session_json(found, tree), indent=2))
         return 0
     turn = next((t for t in found.turns if t.turn_id == turn_id), None)
     if turn is None:
@@ -503,6 +533,25 @@ def build_parser() -> argparse.ArgumentParser:
         "value is a retry (exit 0); another value is refused (exit 2)",
     )
     p.set_defaults(run=cmd_answer)
+
+    p = sub.add_parser(
+        "signal", help="send a signal: kept until a wait on its name (ctx.wait_for) takes it"
+    )
+    p.add_argument("session", metavar="SESSION", help="the session's id")
+    p.add_argument("name", metavar="NAME", help="the signal's name (letters, digits, . _ : -)")
+    p.add_argument(
+        "payload_json",
+        metavar="PAYLOAD_JSON",
+        nargs="?",
+        help="what the signal carries, any JSON value (default null); - reads stdin",
+    )
+    p.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="a retry with the same key sends nothing more (exit 0); with another name or "
+        "payload it is refused (exit 2)",
+    )
+    p.set_defaults(run=cmd_signal)
 
     p = sub.add_parser("tail", help="print a session's events as JSON lines")
     p.add_argument("session", metavar="SESSION", help="the session's id")

@@ -83,6 +83,10 @@ COMMANDS: Mapping[str, ExitCodes] = {
         (EXIT_OK, "recorded, or the same answer again"),
         (EXIT_BAD_INPUT, "no such open question, or it was answered with another value"),
     ),
+    "signal": (
+        (EXIT_OK, "kept, or the same signal again (same key, name and payload)"),
+        (EXIT_BAD_INPUT, "unknown session, a bad name or payload, or the key used otherwise"),
+    ),
     "tail": (
         (EXIT_OK, "printed"),
         (EXIT_BAD_INPUT, "unknown session, or --after beyond its last event"),

@@ -14,9 +14,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from stint.store.children import Descendant
 from stint.store.usage import USAGE_FIELDS, SessionUsage, TurnUsage
 
-__all__ = ["session_json", "sum_usage", "turn_json", "turn_of_session_json"]
+__all__ = ["children_tree_json", "session_json", "sum_usage", "turn_json", "turn_of_session_json"]
 
 
 def _when(value: datetime | None) -> str | None:
@@ -52,15 +53,34 @@ def turn_json(turn: TurnUsage) -> dict[str, Any]:
     }
 
 
-def session_json(session: SessionUsage) -> dict[str, Any]:
-    """The session and every turn, with the usage summed over them."""
+def session_json(session: SessionUsage, descendants: Iterable[Descendant] = ()) -> dict[str, Any]:
+    """The session and every turn, with the usage summed over them; its parent, and
+    the tree of child sessions below it (each child: its id, the status of the turn
+    it was spawned with, its policy on a cancel of its parent, and its children)."""
     return {
         "session_id": str(session.session_id),
         "session_status": session.status,
         "last_event_seq": session.last_event_seq,
+        "parent_id": None if session.parent_id is None else str(session.parent_id),
         "usage": sum_usage(session.turns),
         "turns": [turn_json(t) for t in session.turns],
+        "children": children_tree_json(session.session_id, descendants),
     }
+
+
+def children_tree_json(root: Any, descendants: Iterable[Descendant]) -> list[dict[str, Any]]:
+    """Nest ``descendants`` (level by level) under ``root``: the children's trees."""
+    below: dict[Any, list[dict[str, Any]]] = {root: []}
+    for d in descendants:
+        node: dict[str, Any] = {
+            "session_id": str(d.child_id),
+            "status": d.status,
+            "on_cancel": d.on_cancel,
+            "children": [],
+        }
+        below[d.child_id] = node["children"]
+        below.setdefault(d.parent_id, []).append(node)
+    return below[root]
 
 
 def turn_of_session_json(session: SessionUsage, turn: TurnUsage) -> dict[str, Any]:

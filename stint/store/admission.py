@@ -75,6 +75,8 @@ class LimitsRow:
     max_session_queue: int | None
     global_backlog: int | None
     max_sessions: int | None
+    max_depth: int | None
+    max_fanout: int | None
     queued: int
     running: int
     sessions: int
@@ -87,6 +89,8 @@ class LimitsRow:
                 str(AdmissionLimit.MAX_RUNNING): self.max_running,
                 str(AdmissionLimit.MAX_SESSION_QUEUE): self.max_session_queue,
                 str(AdmissionLimit.MAX_SESSIONS): self.max_sessions,
+                str(AdmissionLimit.MAX_DEPTH): self.max_depth,
+                str(AdmissionLimit.MAX_FANOUT): self.max_fanout,
             },
             "usage": {"queued": self.queued, "running": self.running, "sessions": self.sessions},
         }

@@ -1,4 +1,4 @@
-"""Controls from outside a worker: cancel, interrupt, and answers to parked turns.
+"""Controls from outside a worker: cancel, interrupt, answers to parked turns, signals.
 
 Queued turns are ended in the database directly. A running turn belongs to the
 worker holding the session's lease: it is asked (a flag on the row plus a
@@ -19,14 +19,28 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
+from stint.store.children import children_cascading
 from stint.store.config import StoreConfig
-from stint.store.errors import AnswerConflict, NoOpenQuestion, UnknownSession, UnknownTurn
+from stint.store.errors import (
+    AnswerConflict,
+    IdempotencyConflict,
+    NoOpenQuestion,
+    UnknownSession,
+    UnknownTurn,
+)
 from stint.store.fetch import execute, fetch_all, fetch_optional
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 from stint.store.vocabulary import ControlAction, TurnStatus
 
-__all__ = ["Actor", "AnswerResult", "ControlResult", "ControlStore", "stop_active_turn"]
+__all__ = [
+    "Actor",
+    "AnswerResult",
+    "ControlResult",
+    "ControlStore",
+    "SignalResult",
+    "stop_active_turn",
+]
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,36 @@ class ControlResult:
         }
 
 
+@dataclass(frozen=True)
+class SignalResult:
+    """A signal kept for a session; ``created`` false: a retry found it kept already."""
+
+    session_id: UUID
+    signal_id: UUID
+    name: str
+    created: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_id": str(self.session_id),
+            "signal_id": str(self.signal_id),
+            "name": self.name,
+            "created": self.created,
+        }
+
+
+@dataclass(frozen=True)
+class _Sent:
+    id: UUID
+    notified: bool | None
+
+
+@dataclass(frozen=True)
+class _PriorSignal:
+    id: UUID
+    same_signal: bool
+
+
 Actor = Mapping[str, str | bool | None]
 """Who asked for a control or gave an answer: ``door`` (api, dashboard, cli) and
 the key (``key_id``, ``tenant``, ``operator``) or the OS ``user``."""
@@ -172,7 +216,7 @@ async def _lock_session(
 
 
 class ControlStore:
-    """``stint cancel``, ``stint interrupt`` and ``stint answer``."""
+    """``stint cancel``, ``stint interrupt``, ``stint answer`` and ``stint signal``."""
 
     def __init__(self, config: StoreConfig, pool: Pool) -> None:
         self._config = config
@@ -198,46 +242,82 @@ class ControlStore:
             self._pool.connection() as conn,
             conn.transaction(),
         ):
-            locked = await _lock_session(conn, session_id, within_tenant)
-            if turn_id is not None:
-                named = await fetch_optional(
-                    conn,
-                    _TurnStatus,
-                    "controls_turn_of_session",
-                    session_id=session_id,
-                    turn_id=turn_id,
-                )
-                if named is None:
-                    raise UnknownTurn(session=session_id, turn=turn_id)
-                if TurnStatus(named.status).terminal:
-                    return ControlResult(
-                        session_id, [], None, f"turn already {named.status}; nothing to do"
-                    )
-            cancelled: list[UUID] = []
-            if action is ControlAction.CANCEL:
-                rows = await fetch_all(
-                    conn,
-                    _Cancelled,
-                    "controls_cancel_queued",
-                    session_id=session_id,
-                    turn_id=turn_id,
-                    reason=reason,
-                    actor=_actor_json(actor),
-                    events_channel=self._config.events_channel,
-                    work_channel=self._config.work_channel,
-                )
-                cancelled = [row.id for row in rows]
-            active, outcome = await stop_active_turn(
+            return await self._control_locked(
                 conn,
-                self._config,
                 session_id=session_id,
                 action=action,
                 reason=reason,
                 turn_id=turn_id,
-                lease_owner=locked.lease_owner,
-                lease_live=bool(locked.lease_live),
+                within_tenant=within_tenant,
                 actor=actor,
             )
+
+    async def _control_locked(
+        self,
+        conn: AsyncConnection[TupleRow],
+        *,
+        session_id: UUID,
+        action: ControlAction,
+        reason: str,
+        turn_id: UUID | None,
+        within_tenant: str | None,
+        actor: Actor | None,
+    ) -> ControlResult:
+        """The control, inside its transaction; a cancel goes on to the unfinished
+        children its turns spawned with ``cascade`` (and theirs), each locked after
+        its parent, in the same transaction."""
+        locked = await _lock_session(conn, session_id, within_tenant)
+        if turn_id is not None:
+            named = await fetch_optional(
+                conn,
+                _TurnStatus,
+                "controls_turn_of_session",
+                session_id=session_id,
+                turn_id=turn_id,
+            )
+            if named is None:
+                raise UnknownTurn(session=session_id, turn=turn_id)
+            if TurnStatus(named.status).terminal:
+                return ControlResult(
+                    session_id, [], None, f"turn already {named.status}; nothing to do"
+                )
+        cancelled: list[UUID] = []
+        if action is ControlAction.CANCEL:
+            rows = await fetch_all(
+                conn,
+                _Cancelled,
+                "controls_cancel_queued",
+                session_id=session_id,
+                turn_id=turn_id,
+                reason=reason,
+                actor=_actor_json(actor),
+                events_channel=self._config.events_channel,
+                work_channel=self._config.work_channel,
+            )
+            cancelled = [row.id for row in rows]
+        active, outcome = await stop_active_turn(
+            conn,
+            self._config,
+            session_id=session_id,
+            action=action,
+            reason=reason,
+            turn_id=turn_id,
+            lease_owner=locked.lease_owner,
+            lease_live=bool(locked.lease_live),
+            actor=actor,
+        )
+        if action is ControlAction.CANCEL:
+            ended = cancelled + ([active] if active is not None else [])
+            for child in await children_cascading(conn, session_id=session_id, turn_ids=ended):
+                await self._control_locked(
+                    conn,
+                    session_id=child,
+                    action=action,
+                    reason="parent cancelled",
+                    turn_id=None,
+                    within_tenant=None,
+                    actor=actor,
+                )
         if active is None and cancelled:
             outcome = f"cancelled {len(cancelled)} queued turn(s); no turn was running"
         return ControlResult(session_id, cancelled, active, outcome)
@@ -288,3 +368,52 @@ class ControlStore:
         if not prior.same_answer:
             raise AnswerConflict(session=session_id, step_key=step_key)
         return AnswerResult(session_id, prior.turn_id, step_key, created=False)
+
+    async def signal(
+        self,
+        *,
+        session_id: UUID,
+        name: str,
+        idempotency_key: str,
+        payload: Any,
+        within_tenant: str | None = None,
+        actor: Actor | None = None,
+    ) -> SignalResult:
+        """Keep a signal for the session until a wait on ``name`` consumes it (the
+        oldest first, each by exactly one wait); a turn waiting for it now is woken.
+
+        A retry with the same key, name and payload returns the same signal
+        (``created`` false); the key with another name or payload is refused
+        (``IdempotencyConflict``). An unknown session (or another tenant's) is
+        ``UnknownSession``. A refusal writes nothing.
+        """
+        params = {
+            "session_id": session_id,
+            "signal_name": name,
+            "idempotency_key": idempotency_key,
+            "payload": Jsonb(payload),
+            "actor": _actor_json(actor),
+            "events_channel": self._config.events_channel,
+            "work_channel": self._config.work_channel,
+        }
+        async with (
+            guarded("signal", self._config),
+            self._pool.connection() as conn,
+            conn.transaction(),
+        ):
+            await _lock_session(conn, session_id, within_tenant)
+            sent = await fetch_optional(conn, _Sent, "signals_send", **params)
+            if sent is not None:
+                return SignalResult(session_id, sent.id, name, created=True)
+            prior = await fetch_optional(
+                conn,
+                _PriorSignal,
+                "signals_find_by_key",
+                session_id=session_id,
+                signal_name=name,
+                idempotency_key=idempotency_key,
+                payload=params["payload"],
+            )
+        if prior is None or not prior.same_signal:
+            raise IdempotencyConflict(session=session_id, idempotency_key=idempotency_key)
+        return SignalResult(session_id, prior.id, name, created=False)

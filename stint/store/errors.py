@@ -15,6 +15,7 @@ from stint.errors import StintError
 __all__ = [
     "AdmissionRefused",
     "AnswerConflict",
+    "ChildRefused",
     "ConfigError",
     "ConnectionFailed",
     "ConnectionRejected",
@@ -147,6 +148,19 @@ class AdmissionRefused(StoreError):
         self.limit = limit
         self.value = value
         self.tenant = tenant
+
+
+class ChildRefused(StintError):
+    """A limit on trees (max_depth, max_fanout) refuses this child; nothing was written.
+
+    Not a StoreError: the store worked, the harness asked for too much. Raised into
+    the harness by ``ctx.spawn``; unless caught there, the turn fails with it."""
+
+    def __init__(self, message: str, *, limit: str, value: int, session: Any) -> None:
+        super().__init__(f"{message} (session={session})")
+        self.limit = limit
+        self.value = value
+        self.session = session
 
 
 class QueueFull(AdmissionRefused):

@@ -12,7 +12,9 @@ refusals are ``InvalidInput`` (exit 2; HTTP 422, or 413 for a size).
 - a **pin** is 1..200 of letters, digits, ``.``, ``_``, ``:``, ``/``, ``-``;
 - an **idempotency key** is 1..200 printable ASCII characters without space
   (what an HTTP header carries as it is); no door accepts a control character;
-- a **turn input** or an **answer** is JSON that jsonb stores exactly
+- a **signal name** is 1..100 of letters, digits, ``.``, ``_``, ``:``, ``-`` (it is a
+  path segment of ``/v1/sessions/{id}/signals/{name}`` as it is);
+- a **turn input**, an **answer** or a **signal payload** is JSON that jsonb stores exactly
   (``stint.store.jsonvalues``: no NaN, no number that is not what it says,
   ``1e-400`` included), nested at most ``STINT_MAX_INPUT_DEPTH`` and at most
   ``STINT_MAX_INPUT_BYTES`` as compact JSON.
@@ -30,11 +32,13 @@ from stint.store.jsonvalues import json_depth, load_storable_json
 __all__ = [
     "IDEMPOTENCY_KEY_PATTERN",
     "PIN_PATTERN",
+    "SIGNAL_NAME_PATTERN",
     "TENANT_PATTERN",
     "InputTooLarge",
     "answer_from_text",
     "check_idempotency_key",
     "check_pin",
+    "check_signal_name",
     "check_tenant",
     "check_value_size",
     "json_size",
@@ -43,10 +47,12 @@ __all__ = [
 TENANT_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
 PIN_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
 IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,200}$"
+SIGNAL_NAME_PATTERN = r"^[A-Za-z0-9._:-]{1,100}$"
 
 _TENANT = re.compile(TENANT_PATTERN)
 _PIN = re.compile(PIN_PATTERN)
 _KEY = re.compile(IDEMPOTENCY_KEY_PATTERN)
+_SIGNAL = re.compile(SIGNAL_NAME_PATTERN)
 
 
 class InputTooLarge(InvalidInput):
@@ -76,6 +82,14 @@ def check_idempotency_key(key: str, what: str = "idempotency key") -> str:
             "characters"
         )
     return key
+
+
+def check_signal_name(name: str, what: str = "signal name") -> str:
+    if not _SIGNAL.fullmatch(name):
+        raise InvalidInput(
+            f"{what} must be 1..100 characters of letters, digits, '.', '_', ':' or '-'"
+        )
+    return name
 
 
 def json_size(value: Any) -> int:

@@ -167,6 +167,8 @@ class FinishResult:
     queued_turns: int
     still_held: bool
     next: Work | None = None
+    parent_id: UUID | None = None
+    """The session is a child of this one: its parent must hear of the turn's end."""
 
 
 @dataclass(frozen=True)
@@ -332,6 +334,8 @@ class SessionRecord(Row):
     queued_turns: int
     created_at: datetime
     updated_at: datetime
+    parent_id: UUID | None  # spawned by a turn of this session (ctx.spawn)
+    depth: int  # 0: made by a client; a child's is its parent's + 1
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ class _Session:
     session_id: UUID
     status: str
     last_event_seq: int
+    parent_id: UUID | None
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class SessionUsage:
     status: str
     last_event_seq: int
     turns: list[TurnUsage]
+    parent_id: UUID | None = None
 
 
 class UsageStore:
@@ -80,4 +82,6 @@ class UsageStore:
             if session is None:
                 return None
             turns = await fetch_all(conn, TurnUsage, "usage_turns", **params)
-        return SessionUsage(session.session_id, session.status, session.last_event_seq, turns)
+        return SessionUsage(
+            session.session_id, session.status, session.last_event_seq, turns, session.parent_id
+        )

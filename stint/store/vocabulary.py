@@ -26,6 +26,7 @@ __all__ = [
     "StepStatus",
     "TickOutcome",
     "TurnStatus",
+    "WaitKind",
     "WorkerState",
 ]
 
@@ -38,6 +39,8 @@ class AdmissionLimit(StrEnum):
     MAX_SESSION_QUEUE = "max_session_queue"
     GLOBAL_BACKLOG = "global_backlog"
     MAX_SESSIONS = "max_sessions"
+    MAX_DEPTH = "max_depth"  # how deep a tree of child sessions may grow (ctx.spawn)
+    MAX_FANOUT = "max_fanout"  # children one turn may spawn
 
 
 class SessionStatus(StrEnum):
@@ -77,6 +80,16 @@ class StepKind(StrEnum):
     MODEL = "model"
     TOOL = "tool"
     ANSWER = "answer"
+    WAIT = "wait"
+    SPAWN = "spawn"
+
+
+class WaitKind(StrEnum):
+    """``waits.kind``: what a durable wait step waits for."""
+
+    TIMER = "timer"
+    SIGNAL = "signal"
+    CHILDREN = "children"
 
 
 class StepStatus(StrEnum):
@@ -170,6 +183,11 @@ class EventKind(StrEnum):
     TURN_CANCELLED = "turn.cancelled"
     TURN_INTERRUPTED = "turn.interrupted"
     CONTROL_REQUESTED = "control.requested"
+    WAIT_STARTED = "wait.started"
+    WAIT_FINISHED = "wait.finished"
+    SIGNAL_RECEIVED = "signal.received"
+    CHILD_STARTED = "child.started"
+    CHILD_FINISHED = "child.finished"
 
     @property
     def terminal(self) -> bool:
@@ -353,6 +371,51 @@ EVENTS: Mapping[EventKind, EventDoc] = {
         "a cancel or interrupt was asked of the live worker running the turn; the turn's "
         "end follows from that worker",
         {"action": "`cancel` or `interrupt`", "reason": "the reason given", "actor": _ACTOR},
+    ),
+    EventKind.WAIT_STARTED: EventDoc(
+        "worker",
+        "the turn waits (a timer, a signal, children): it is queued again and its session "
+        "ready at the wait's deadline, its slot free",
+        {
+            "step_key": _STEP_KEY,
+            "kind": "`timer`, `signal` or `children`",
+            "name": "the signal's name (a signal wait), else null",
+            "deadline": "when the wait ends if nothing else ends it (database clock), or null",
+            "worker": _WORKER,
+        },
+    ),
+    EventKind.WAIT_FINISHED: EventDoc(
+        "worker",
+        "a wait step committed with its outcome; the turn goes on past it",
+        {
+            "step_key": _STEP_KEY,
+            "kind": "`timer`, `signal` or `children`",
+            "outcome": "`elapsed` (a timer), `signal`, `children` or `timeout`",
+            "signal_id": "the consumed signal's id (outcome `signal`), else null",
+        },
+    ),
+    EventKind.SIGNAL_RECEIVED: EventDoc(
+        "client",
+        "a signal was sent to the session; it is kept until a wait on its name consumes it",
+        {"name": "the signal's name", "signal_id": "its id", "actor": _ACTOR},
+    ),
+    EventKind.CHILD_STARTED: EventDoc(
+        "worker",
+        "the turn started a child session (a spawn step) with its first turn queued",
+        {
+            "step_key": _STEP_KEY,
+            "child_id": "the child session's id",
+            "child_turn_id": "the child's turn",
+        },
+    ),
+    EventKind.CHILD_FINISHED: EventDoc(
+        "worker",
+        "a child's turn ended (reported to its parent's log once)",
+        {
+            "child_id": "the child session's id",
+            "child_turn_id": "the child's turn",
+            "status": "the child turn's final status",
+        },
     ),
 }
 """Every event kind's writer, meaning and payload fields."""

@@ -14,17 +14,19 @@ listener holds a connection of its own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
 from stint.store.batch import Late, StatementBatcher
+from stint.store.children import ChildStore
 from stint.store.config import StoreConfig
 from stint.store.conversation import ConversationStore
-from stint.store.errors import LeaseLost, WorkerIdInUse
+from stint.store.errors import WorkerIdInUse
+from stint.store.fenced import EventSpec, run_fenced
 from stint.store.fetch import execute, fetch_all, fetch_one, fetch_optional
 from stint.store.models import (
     Claim,
@@ -40,12 +42,11 @@ from stint.store.pool import Pool
 from stint.store.quotas import QuotaStore
 from stint.store.retention import RetentionStore
 from stint.store.translate import guarded
-from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, WorkerState
+from stint.store.vocabulary import StepKind, StepStatus, TurnStatus, WorkerState
+from stint.store.waits import WaitStore
 
 __all__ = ["EventSpec", "SqlWorkerStore"]
 
-EventSpec: TypeAlias = tuple[EventKind, Mapping[str, Any]]
-"""An event to append: its kind and its JSON payload."""
 
 _R = TypeVar("_R")
 
@@ -91,6 +92,7 @@ class _Holder:
 class _Finished:
     queued_turns: int
     still_held: bool
+    parent_id: UUID | None  # the finished turn's session is a child of this one
     notified: bool | None  # a claimer was woken: the session was left ready
     next_session_id: UUID | None
     next_epoch: int | None
@@ -137,6 +139,10 @@ class SqlWorkerStore:
         """Pruning, for the worker's scheduled retention runs."""
         self.quotas = QuotaStore(config, pool, batcher=self._batcher)
         """Provider quota reservations, for harnesses that call a provider."""
+        self.waits = WaitStore(config, self._batcher)
+        """Durable waits' fenced statements: timers, signals, children."""
+        self.children = ChildStore(config, pool, self._batcher)
+        """Child sessions: spawns under the lease, reports of their ends to parents."""
 
     @property
     def batcher(self) -> StatementBatcher:
@@ -346,7 +352,7 @@ class SqlWorkerStore:
                 row.next_traceparent,
                 row.next_queue_wait,
             )
-        return FinishResult(row.queued_turns, row.still_held, following)
+        return FinishResult(row.queued_turns, row.still_held, following, row.parent_id)
 
     async def turns_park(
         self, claim: Claim, *, turn_id: UUID, step_key: str, digest: str, question: Any
@@ -418,22 +424,7 @@ class SqlWorkerStore:
         row: type[_R],
         **extra: Any,
     ) -> _R:
-        """Run one fenced statement in the next batch; no row back means the fence
-        failed: ``LeaseLost``."""
-        params = {
-            "session_id": claim.session_id,
-            "owner": claim.owner,
-            "epoch": claim.epoch,
-            "turn_id": turn_id,
-            "kinds": [kind for kind, _ in events],
-            "payloads": [Jsonb(dict(payload)) for _, payload in events],
-            "events_channel": self._config.events_channel,
-            "work_channel": self._config.work_channel,
-            **extra,
-        }
-        found = await self._batcher.fetch_optional(
-            name, row, params, lock_order=str(claim.session_id)
+        """Run one fenced statement in the next batch (``LeaseLost`` if the fence failed)."""
+        return await run_fenced(
+            self._batcher, self._config, name, claim, turn_id, events, row, **extra
         )
-        if found is None:
-            raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation=name)
-        return found

@@ -11,27 +11,35 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from stint.errors import StintError
+from stint.store.children import NewChild
 from stint.store.conversation import MessageWindow
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, StepRecord
 from stint.store.quotas import Grant
-from stint.store.vocabulary import EventKind, StepKind, StepStatus
+from stint.store.vocabulary import EventKind, StepKind, StepStatus, WaitKind
+from stint.store.waits import WaitUntil
 from stint.worker.failpoints import failpoint
 from stint.worker.protocols import WorkerStore
 from stint.worker.telemetry import SPAN_STEP, record_unknown_effect, span
 from stint.worker.tools import Reconciled, Tool, ToolCall, Verdict
 
 __all__ = [
+    "Child",
+    "ChildEnd",
     "Deferred",
     "LeaseExpired",
     "NondeterministicReplay",
     "Parked",
+    "Signal",
     "TurnContext",
     "UnknownEffect",
+    "Waiting",
     "request_digest",
 ]
 
@@ -62,6 +70,52 @@ class Parked(BaseException):
         self.step_key = step_key
         self.question = question
         self.digest = digest
+
+
+class Waiting(BaseException):
+    """The turn waits (a timer, a signal, children): the runner sets it aside,
+    queued until the wait can end, and frees the slot; when claimed again it
+    replays, and the wait step returns its outcome once it has one.
+
+    A BaseException, so a harness's ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, step_key: str) -> None:
+        super().__init__(step_key)
+        self.step_key = step_key
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A signal a wait consumed: its name, JSON payload, id and when it was sent."""
+
+    id: str
+    name: str
+    payload: Any
+    sent_at: str
+
+
+@dataclass(frozen=True)
+class Child:
+    """A child session ``ctx.spawn`` started, and its first turn."""
+
+    id: UUID
+    turn_id: UUID
+
+
+@dataclass(frozen=True)
+class ChildEnd:
+    """How a joined child's turn ended: ``status`` None while it has not (a join
+    that timed out, or waited for any); ``output`` or ``error`` as on the turn."""
+
+    id: UUID
+    status: str | None
+    output: Any
+    error: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "succeeded"
 
 
 class Deferred(BaseException):
@@ -124,6 +178,8 @@ class TurnContext:
         # Steps this attempt recorded started (or found started) and has not yet
         # committed or marked unknown, with the tool's reconcile for each.
         self._open: dict[str, tuple[StepKind, str, Callable[[], Awaitable[Reconciled]]]] = {}
+        self._waits = 0  # waits reached in this attempt: the default key of the next one
+        self._spawns = 0  # spawns reached in this attempt: the default key of the next one
 
     async def emit(self, payload: Mapping[str, Any], *, kind: str = EventKind.MESSAGE) -> int:
         """Append an event to the session log; returns its seq."""
@@ -205,6 +261,195 @@ class TurnContext:
             self._guard()
             current.set_attribute("stint.step.parked", True)
             raise Parked(key, question, digest)
+
+    async def sleep(self, seconds: float, *, key: str | None = None) -> None:
+        """Wait ``seconds`` (from when the turn first reaches this call, by the
+        database clock) without holding a slot.
+
+        A durable step: the turn is set aside, queued with its session ready at
+        the deadline, and replays when claimed again; the replay finds the step
+        over and goes on, so a worker's restart neither loses nor repeats the
+        sleep. A cancel of the turn ends it. ``key`` names the step (default:
+        ``wait:<n>``, the n-th wait of the turn).
+        """
+        if not seconds >= 0:
+            raise ValueError(f"sleep needs seconds >= 0, not {seconds!r}")
+        await self._wait(key, WaitKind.TIMER, {"seconds": seconds}, WaitUntil(seconds=seconds))
+
+    async def sleep_until(self, at: datetime, *, key: str | None = None) -> None:
+        """Wait until ``at`` (timezone-aware; the database clock decides), as ``sleep``."""
+        if at.tzinfo is None:
+            raise ValueError("sleep_until needs a timezone-aware datetime")
+        await self._wait(key, WaitKind.TIMER, {"until": at.isoformat()}, WaitUntil(at=at))
+
+    # A durable timeout (database clock, across workers): asyncio.timeout cannot outlive a slot.
+    async def wait_for(
+        self,
+        name: str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        key: str | None = None,
+    ) -> Signal | None:
+        """The next signal named ``name`` sent to this session (``stint signal``,
+        ``POST /v1/sessions/{id}/signals/{name}``), or None after ``timeout``
+        seconds (None: no timeout).
+
+        A signal sent before the wait is kept and consumed by the first wait on
+        its name; each signal is consumed by exactly one wait, in the statement
+        that commits it. Until one comes the turn is set aside as ``sleep`` is.
+        """
+        if timeout is not None and not timeout >= 0:
+            raise ValueError(f"wait_for needs a timeout >= 0, not {timeout!r}")
+        result = await self._wait(
+            key,
+            WaitKind.SIGNAL,
+            {"name": name, "timeout": timeout},
+            WaitUntil(seconds=timeout),
+            name=name,
+        )
+        got = result.get("signal")
+        if got is None:
+            return None
+        return Signal(str(got["id"]), str(got["name"]), got["payload"], str(got["sent_at"]))
+
+    async def spawn(
+        self,
+        turn_input: Mapping[str, Any],
+        *,
+        pin: str | None = None,
+        timeout_seconds: float | None = None,
+        on_cancel: str = "cascade",
+        key: str | None = None,
+    ) -> Child:
+        """Start a child session (this tenant, ``pin``) whose first turn is ``turn_input``.
+
+        A durable step (key ``spawn:<n>`` by default): the child is created and the
+        step committed in one statement, so a replay returns the same child, never a
+        second one. ``on_cancel``: ``cascade`` (a cancel of this turn cancels the
+        child's unfinished turn) or ``abandon`` (the child runs on). Refused with
+        ``ChildRefused`` (nothing written) past the tenant's ``max_depth`` or
+        ``max_fanout``.
+        """
+        if on_cancel not in ("cascade", "abandon"):
+            raise ValueError(f"on_cancel must be 'cascade' or 'abandon', not {on_cancel!r}")
+        key = key if key is not None else f"spawn:{self._spawns}"
+        self._spawns += 1
+        request = {
+            "input": dict(turn_input),
+            "pin": pin,
+            "timeout_seconds": timeout_seconds,
+            "on_cancel": on_cancel,
+        }
+        digest = request_digest(StepKind.SPAWN, "spawn", request)
+        recorded = self._steps.get(key)
+        with span(SPAN_STEP, step_key=key, kind=str(StepKind.SPAWN)) as current:
+            current.set_attribute("stint.step.replayed", recorded is not None)
+            if recorded is not None:
+                if recorded.kind is not StepKind.SPAWN or recorded.request_digest != digest:
+                    raise NondeterministicReplay(f"step {key!r} replayed with a different spawn")
+                return Child(
+                    UUID(recorded.result["child_id"]), UUID(recorded.result["child_turn_id"])
+                )
+            self._guard()
+            spawned = await self._store.children.children_spawn(
+                self._claim,
+                turn_id=self.turn_id,
+                step_key=key,
+                digest=digest,
+                child=NewChild(dict(turn_input), pin, timeout_seconds, on_cancel),
+            )
+            result = {
+                "child_id": str(spawned.child_id),
+                "child_turn_id": str(spawned.child_turn_id),
+            }
+            self._steps[key] = StepRecord(key, StepKind.SPAWN, StepStatus.COMMITTED, digest, result)
+            failpoint("after_spawn")
+            return Child(spawned.child_id, spawned.child_turn_id)
+
+    # A durable timeout (database clock, across workers): asyncio.timeout cannot outlive a slot.
+    async def join(
+        self,
+        children: Sequence[Child],
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109
+        wait: str = "all",
+        key: str | None = None,
+    ) -> list[ChildEnd]:
+        """Wait until all (``wait="all"``) or any (``"any"``) of ``children`` ended, at
+        most ``timeout`` seconds, without holding a slot (as ``sleep``); then each
+        child's end in the order given. A failed child is a value here, not an error
+        of this turn; a child not ended yet (any, or a timeout) has status None.
+        """
+        if wait not in ("all", "any"):
+            raise ValueError(f"wait must be 'all' or 'any', not {wait!r}")
+        if not children:
+            return []
+        ids = [child.id for child in children]
+        result = await self._wait(
+            key,
+            WaitKind.CHILDREN,
+            {"children": [str(i) for i in ids], "wait": wait, "timeout": timeout},
+            WaitUntil(seconds=timeout),
+            children=ids,
+            wait_all=wait == "all",
+        )
+        ends = result.get("children") or []
+        return [
+            ChildEnd(UUID(end["child_id"]), end["status"], end["output"], end["error"])
+            for end in ends
+        ]
+
+    async def _wait(
+        self,
+        key: str | None,
+        kind: WaitKind,
+        request: Mapping[str, Any],
+        until: WaitUntil,
+        *,
+        name: str | None = None,
+        children: list[UUID] | None = None,
+        wait_all: bool | None = None,
+    ) -> dict[str, Any]:
+        """One durable wait step: its committed outcome, or ``Waiting`` until it has one."""
+        key = key if key is not None else f"wait:{self._waits}"
+        self._waits += 1
+        digest = request_digest(StepKind.WAIT, kind, request)
+        recorded = self._steps.get(key)
+        with span(SPAN_STEP, record_errors=False, step_key=key, kind=str(StepKind.WAIT)) as current:
+            current.set_attribute("stint.step.replayed", recorded is not None)
+            if recorded is not None:
+                if recorded.kind is not StepKind.WAIT or recorded.request_digest != digest:
+                    raise NondeterministicReplay(f"step {key!r} replayed with a different wait")
+                if recorded.status is StepStatus.COMMITTED:
+                    return dict(recorded.result)
+            else:
+                self._guard()
+                await self._store.waits.waits_begin(
+                    self._claim,
+                    turn_id=self.turn_id,
+                    step_key=key,
+                    digest=digest,
+                    kind=kind,
+                    until=until,
+                    name=name,
+                    children=children,
+                    wait_all=wait_all,
+                )
+                self._steps[key] = StepRecord(key, StepKind.WAIT, StepStatus.STARTED, digest, None)
+                failpoint("after_wait_begun")
+            self._guard()
+            result = await self._store.waits.waits_settle(
+                self._claim, turn_id=self.turn_id, step_key=key
+            )
+            if result is not None:
+                self._steps[key] = StepRecord(
+                    key, StepKind.WAIT, StepStatus.COMMITTED, digest, result
+                )
+                failpoint("after_wait_settled")
+                return dict(result)
+            self._guard()
+            current.set_attribute("stint.step.parked", True)
+            raise Waiting(key)
 
     async def quota_reserve(self, scope: str, key: str, estimate: int) -> Grant:
         """Reserve one provider request and ``estimate`` tokens of ``scope``'s window.

@@ -44,6 +44,11 @@ HARNESS_FAILPOINTS = (
     "after_tool_step",  # agents harness, adapters: a tool step returned; no model call since
     "mcp_before_call",  # an MCP tool step is recorded started; the call is not sent
     "mcp_after_call",  # the MCP server answered the call; its result is not journaled
+    # Reached only by a harness that waits or spawns (tests/acceptance/test_signals.py,
+    # test_children.py):
+    "after_wait_begun",  # a wait step is recorded started with its deadline; not settled
+    "after_wait_settled",  # a wait step committed (its signal consumed); the turn goes on
+    "after_spawn",  # a child session and the spawn step are committed; the turn goes on
 )
 
 _active: dict[str, str] = {}

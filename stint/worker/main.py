@@ -24,6 +24,7 @@ from stint.config.options import (
 )
 from stint.config.settings import Settings, SettingsError, load_settings, unknown_variables
 from stint.config.target import resolve_store_config, workspace_dir
+from stint.store.children import ChildStore
 from stint.store.config import ROLE_BACKGROUND, ROLE_LISTEN, ROLE_WORKER, StoreConfig
 from stint.store.errors import StoreError, WorkerIdInUse
 from stint.store.listen import Listener
@@ -184,6 +185,7 @@ def _background_chores(
                 plan=plan,
                 worker=identity.worker_id,
                 on_failure=on_failure,
+                children=ChildStore(config, pool, None),
             )
 
         chores.append(scheduler)

@@ -15,11 +15,13 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from stint.store.batch import Late
+from stint.store.children import ChildStore
 from stint.store.conversation import ConversationStore
+from stint.store.fenced import EventSpec
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, Work
 from stint.store.quotas import QuotaStore
 from stint.store.vocabulary import StepKind, StepStatus, TurnStatus, WorkerState
-from stint.store.worker_store import EventSpec
+from stint.store.waits import WaitStore
 
 __all__ = ["NotificationSource", "Notifications", "WorkerStore"]
 
@@ -36,6 +38,16 @@ class WorkerStore(Protocol):
     @property
     def quotas(self) -> QuotaStore:
         """Provider quota reservations, for harnesses that call a provider."""
+        ...
+
+    @property
+    def children(self) -> ChildStore:
+        """Child sessions, for ``TurnContext.spawn`` and the reports of their ends."""
+        ...
+
+    @property
+    def waits(self) -> WaitStore:
+        """Durable waits (timers, signals, children), for ``TurnContext``'s waits."""
         ...
 
     async def workers_register(

@@ -25,7 +25,7 @@ from stint.store.batch import Late
 from stint.store.errors import LeaseLost, StoreError
 from stint.store.models import Claim, ControlRequest, FinishResult, TurnStart
 from stint.store.vocabulary import EventKind, TurnStatus
-from stint.worker.context import Deferred, Parked, TurnContext
+from stint.worker.context import Deferred, Parked, TurnContext, Waiting
 from stint.worker.failpoints import failpoint
 from stint.worker.harness import Harness
 from stint.worker.protocols import WorkerStore
@@ -199,7 +199,18 @@ class SessionRunner:
             if following is not None and following.turn is not None:
                 record_turn_started(following.turn.queue_wait)
             failpoint("after_turn_finish")
+            if finished.parent_id is not None:
+                await self._report_to_parent(claim)
             return finished
+
+    async def _report_to_parent(self, claim: Claim) -> None:
+        """The session is a child: tell its parent the turn ended (``child.finished``,
+        and a wake if it waits for it). Best effort here: a report that fails, or a
+        worker that dies first, is left to the schedulers' sweep."""
+        try:
+            await self._store.children.children_report(child_id=claim.session_id)
+        except StoreError as exc:
+            log.warning("session %s: its parent is told later (%s)", claim.session_id, exc)
 
     def _may_continue(self) -> bool:
         """May this slot start another turn: not stopping, and not fenced."""
@@ -281,6 +292,18 @@ class SessionRunner:
                 log.info("turn %s handed back: %s", turn.turn_id, deferred)
                 return TurnStatus.QUEUED
             held.releasing = False  # not deferred: a cancel or interrupt came first
+            return _stopped(requested)
+        except Waiting as waiting:
+            held.in_harness = False
+            held.releasing = True
+            requested = await self._store.waits.turns_wait(
+                claim, turn_id=turn.turn_id, step_key=waiting.step_key
+            )
+            if requested is None:
+                record_handed_back("wait")
+                log.info("turn %s waits (%s)", turn.turn_id, waiting.step_key)
+                return TurnStatus.QUEUED
+            held.releasing = False  # not set aside: a cancel or interrupt came first
             return _stopped(requested)
         except asyncio.CancelledError:
             control = held.control

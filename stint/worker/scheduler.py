@@ -5,6 +5,10 @@ schedules are locked ``FOR UPDATE SKIP LOCKED``, so each is run by exactly one
 worker at a time, and each tick is recorded under its primary key before its
 turn is enqueued. Between passes the scheduler sleeps until the earliest
 schedule is due, at most ``STINT_SCHEDULE_POLL_SECONDS``.
+
+Each poll also sweeps children whose end their parent was not told (the child's
+worker reports it right after the finish; one killed in between leaves it to
+this sweep): ``ChildStore.children_report``, one child per transaction.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from stint.store.children import ChildStore
 from stint.store.errors import StoreError
 from stint.store.schedules import SchedulePass, ScheduleStore
 from stint.worker.failpoints import failpoint
@@ -44,9 +49,11 @@ class Scheduler(Service):
         plan: SchedulerPlan,
         worker: str,
         on_failure: Callable[[str, BaseException], None],
+        children: ChildStore | None = None,
     ) -> None:
         super().__init__(on_failure)
         self._store = store
+        self._children = children
         self._plan = plan
         self._worker = worker
         self._wakeup = Wakeup()
@@ -79,10 +86,25 @@ class Scheduler(Service):
             )
         return total
 
+    async def sweep_children(self) -> int:
+        """Report every ended child its parent has not heard of; how many."""
+        reported = 0
+        while self._children is not None:
+            if await self._children.children_report() is None:
+                break
+            reported += 1
+        if reported:
+            log.info("children: %d end(s) reported to their parents by the sweep", reported)
+        return reported
+
     async def run(self) -> None:
         poll = self._plan.poll_seconds
         while True:
             wait = poll
+            try:
+                await self.sweep_children()
+            except StoreError as exc:
+                log.warning("children sweep failed, trying again: %s", exc)
             try:
                 due_in = await self._store.next_due_seconds()  # idle: one read per poll
                 if due_in is not None and due_in <= 0:

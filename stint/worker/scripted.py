@@ -35,10 +35,18 @@ def open_gate(workspace: Path, name: str) -> None:
 
 
 class ScriptedHarness:
-    """Input: ``{"min_wait_ms": 250, "gate": "name"?, "ask": "question"?}``.
+    """Input: ``{"min_wait_ms": 250, "gate": "name"?, "ask": "question"?,
+    "sleep_s": 2.5?, "wait_for": "name"?, "timeout_s": 10?}``.
 
     With ``ask`` the turn performs its effect, waits, then asks and parks until
-    ``stint answer``; the answer ends up in the turn's output.
+    ``stint answer``; the answer ends up in the turn's output. With ``sleep_s``
+    it then sleeps durably (``ctx.sleep``, its slot free); with ``wait_for`` it
+    then waits for that signal (``ctx.wait_for``, at most ``timeout_s``) and
+    the signal's payload (null after a timeout) ends up in the output. With
+    ``spawn: {"count": n, "input": {...}, "wait": "all"|"any", "on_cancel": ...}``
+    it then starts n child sessions with that input (``ctx.spawn``) and joins
+    them (``ctx.join``, at most ``timeout_s``); their ends are the output's
+    ``children``.
     """
 
     def __init__(self, *, workspace: Path) -> None:
@@ -65,7 +73,41 @@ class ScriptedHarness:
         question = ctx.input.get("ask")
         if question is not None:
             output["answer"] = await ctx.ask(f"ask-{ctx.turn_id}", question)
+        sleep_s = ctx.input.get("sleep_s")
+        if sleep_s is not None:
+            await ctx.sleep(float(sleep_s))
+            output["slept_s"] = sleep_s
+        signal_name = ctx.input.get("wait_for")
+        if signal_name is not None:
+            timeout = ctx.input.get("timeout_s")
+            got = await ctx.wait_for(
+                str(signal_name), timeout=None if timeout is None else float(timeout)
+            )
+            output["signal"] = None if got is None else {"id": got.id, "payload": got.payload}
+        spawn = ctx.input.get("spawn")
+        if spawn is not None:
+            output["children"] = await _delegate(ctx, spawn)
         return output
+
+
+async def _delegate(ctx: TurnContext, spawn: dict[str, Any]) -> list[dict[str, Any]]:
+    """Start ``spawn["count"]`` children and join them; their ends as JSON."""
+    children = [
+        await ctx.spawn(
+            dict(spawn.get("input", {})), on_cancel=str(spawn.get("on_cancel", "cascade"))
+        )
+        for _ in range(int(spawn.get("count", 1)))
+    ]
+    timeout = ctx.input.get("timeout_s")
+    ends = await ctx.join(
+        children,
+        wait=str(spawn.get("wait", "all")),
+        timeout=None if timeout is None else float(timeout),
+    )
+    return [
+        {"id": str(end.id), "status": end.status, "output": end.output, "error": end.error}
+        for end in ends
+    ]
 
 
 def harness(*, workspace: Path) -> ScriptedHarness:

@@ -49,11 +49,13 @@ async def test_set_show_and_status(cluster: Cluster) -> None:
     assert shown["global_backlog"] == {"limit": 100, "unfinished_turns": 1}
     default, acme = shown["tenants"]
     assert default["tenant"] == "*"
+    trees = {"max_depth": None, "max_fanout": None}  # limits on child sessions (ctx.spawn)
     assert default["limits"] == {
         "max_queued": None,
         "max_running": None,
         "max_session_queue": 16,
         "max_sessions": None,
+        **trees,
     }
     assert acme == {
         "tenant": "acme",
@@ -62,6 +64,7 @@ async def test_set_show_and_status(cluster: Cluster) -> None:
             "max_running": 2,
             "max_session_queue": None,
             "max_sessions": None,
+            **trees,
         },
         "usage": {"queued": 1, "running": 1, "sessions": 1},
     }

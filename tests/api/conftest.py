@@ -149,7 +149,16 @@ def bearer(token: str) -> dict[str, str]:
 
 async def row_counts(pool: Pool) -> dict[str, int]:
     """Every table a request could write to."""
-    tables = ["sessions", "turns", "events", "steps", "api_keys", "schedules", "webhook_endpoints"]
+    tables = [
+        "sessions",
+        "turns",
+        "events",
+        "steps",
+        "api_keys",
+        "schedules",
+        "webhook_endpoints",
+        "signals",
+    ]
     found = {}
     for table in tables:
         found[table] = await count_rows(pool, table)

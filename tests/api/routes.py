@@ -21,6 +21,7 @@ BODIES: dict[tuple[str, str], dict[str, object]] = {
     ("POST", "/v1/sessions/{session_id}/cancel"): {"reason": "test"},
     ("POST", "/v1/sessions/{session_id}/interrupt"): {"reason": "test"},
     ("POST", "/v1/sessions/{session_id}/answers"): {"step_key": "ask-x", "answer": "yes"},
+    ("POST", "/v1/sessions/{session_id}/signals/{name}"): {"payload": {"go": True}},
     ("POST", "/v1/schedules"): {"name": "every-minute", "input": {}, "every_seconds": 60},
     ("POST", "/v1/schedules/{schedule_id}/pause"): {},
     ("POST", "/v1/schedules/{schedule_id}/resume"): {},
@@ -52,5 +53,9 @@ def fill(
     webhook_id: object = NOWHERE,
 ) -> str:
     return path.format(
-        session_id=session_id, turn_id=turn_id, schedule_id=schedule_id, webhook_id=webhook_id
+        session_id=session_id,
+        turn_id=turn_id,
+        schedule_id=schedule_id,
+        webhook_id=webhook_id,
+        name="go",  # a signal's name
     )

@@ -164,3 +164,44 @@ async def test_sessions_past_the_tenants_limit_are_refused_by_the_cli_and_write_
     assert code == 0, err
     [acme] = [row for row in json.loads(out)["tenants"] if row["tenant"] == "acme"]
     assert (acme["limits"]["max_sessions"], acme["usage"]["sessions"]) == (1, 1)
+
+
+async def test_a_signal_is_judged_by_the_same_rules_at_both_doors(
+    http: httpx.AsyncClient, keys: Keys, pool: Pool, cluster: Cluster
+) -> None:
+    session_id = (await http.post("/v1/sessions", json={}, headers=bearer(keys.a))).json()["id"]
+    other = (await http.post("/v1/sessions", json={}, headers=bearer(keys.b))).json()["id"]
+    before = await row_counts(pool)
+    for name in ("a b", "x" * 101, "é"):
+        code, out, err = await _cli(cluster, "signal", session_id, name, "{}")
+        assert (code, out) == (2, ""), (name, err)
+        assert "NAME must be 1..100 characters" in err, err
+        refused = await http.post(
+            f"/v1/sessions/{session_id}/signals/{name}", json={}, headers=bearer(keys.a)
+        )
+        assert refused.status_code == 422, (name, refused.text)
+    deep = '{"a": ' * 200 + "1" + "}" * 200
+    code, _, err = await _cli(cluster, "signal", session_id, "go", deep)
+    assert code == 2, err
+    refused = await http.post(
+        f"/v1/sessions/{session_id}/signals/go",
+        content=f'{{"payload": {deep}}}'.encode(),
+        headers={**bearer(keys.a), "Content-Type": "application/json"},
+    )
+    assert refused.status_code in (400, 422), refused.text
+    code, _, err = await _cli(cluster, "signal", session_id, "go", "--idempotency-key", "k\x07")
+    assert code == 2 and "idempotency-key must be" in err, err
+    # Another tenant's session is unknown to the key, as everywhere.
+    unknown = await http.post(f"/v1/sessions/{other}/signals/go", json={}, headers=bearer(keys.a))
+    assert unknown.status_code == 404, unknown.text
+    assert await row_counts(pool) == before
+    sent = await http.post(
+        f"/v1/sessions/{session_id}/signals/go",
+        json={"payload": 1},
+        headers={**bearer(keys.a), "Idempotency-Key": "k1"},
+    )
+    assert sent.status_code == 201, sent.text
+    code, out, err = await _cli(cluster, "signal", session_id, "go", "2", "--idempotency-key", "k1")
+    assert code == 2 and "idempotency key" in err, err
+    code, out, err = await _cli(cluster, "signal", session_id, "go", "1", "--idempotency-key", "k1")
+    assert code == 0 and json.loads(out)["signal_id"] == sent.json()["signal_id"], err

@@ -8,7 +8,6 @@ import uuid
 from typing import Any
 from uuid import UUID
 
-import httpx
 import pytest
 
 from stint.client import (
@@ -259,19 +258,9 @@ async def test_an_answer_resumes_a_parked_turn(stint: Either, cluster: Cluster, 
     assert turn.output["answer"] == {"go": True}
 
 
-SIGNALS = "/v1/sessions/{session_id}/signals/{name}"
-
-
 async def test_a_signal_is_delivered_once_per_key(
     stint: Either, api: ApiServer, keys: Keys
 ) -> None:
-    async with httpx.AsyncClient(base_url=api.base_url) as http:
-        spec = (await http.get("/openapi.json")).json()
-    if SIGNALS not in spec["paths"]:
-        pytest.skip(
-            "the API has no POST /v1/sessions/{id}/signals/{name} yet (issue 23, branch "
-            "waits); enable once it is merged and docs/openapi.json documents it"
-        )
     session = await stint.call("create_session")
     sent = await stint.call("signal", session.id, "approved", {"by": "me"}, idempotency_key="s1")
     again = await stint.call("signal", session.id, "approved", {"by": "me"}, idempotency_key="s1")
@@ -286,3 +275,29 @@ async def test_a_signal_is_delivered_once_per_key(
             await other.call("signal", session.id, "approved", {"by": "them"})
     finally:
         await other.close()
+
+
+async def test_a_signal_resumes_a_waiting_turn_and_children_are_listed(
+    stint: Either, cluster: Cluster, pool: Pool
+) -> None:
+    cluster.start_worker(slots=1)
+    session = await stint.call("create_session")
+    spawn = {"count": 2, "input": {"min_wait_ms": 0}}
+    queued = await stint.call(
+        "enqueue", session.id, {"min_wait_ms": 0, "wait_for": "go", "spawn": spawn}
+    )
+    waiting = await stint.follow_until(
+        session.id, lambda e: e.kind == EventKind.WAIT_STARTED, until=None
+    )
+    assert waiting[-1].payload["name"] == "go"
+    sent = await stint.call("signal", session.id, "go", {"n": 1}, idempotency_key="go-1")
+    rest = await stint.follow(session.id, after=waiting[-1].seq, turn_id=queued.turn_id)
+    assert rest[-1].kind == EventKind.TURN_COMPLETED
+    turn = await stint.call("get_turn", session.id, queued.turn_id)
+    assert turn.output["signal"] == {"id": str(sent.signal_id), "payload": {"n": 1}}
+    page = await stint.call("children", session.id)
+    assert [c.status for c in page.children] == [TurnStatus.SUCCEEDED] * 2
+    assert [str(c.id) for c in page.children] == [c["id"] for c in turn.output["children"]]
+    child = await stint.call("get_session", page.children[0].id)
+    assert (child.parent_id, child.depth) == (session.id, 1)
+    assert (await stint.call("children", child.id)).children == []

@@ -41,6 +41,8 @@ SESSION: dict[str, Any] = {
     "queued_turns": 0,
     "created_at": "2026-01-01T00:00:00Z",
     "updated_at": "2026-01-01T00:00:00Z",
+    "parent_id": None,
+    "depth": 0,
 }
 QUEUED = {"session_id": SESSION_ID, "turn_id": str(uuid.uuid4()), "seq": 1, "created": True}
 
@@ -259,9 +261,15 @@ def test_follow_gives_up_after_its_limit_with_no_progress(monkeypatch: pytest.Mo
 def test_a_signal_goes_to_its_documented_route_keyed_and_retried(waits: list[float]) -> None:
     """POST /v1/sessions/{id}/signals/{name} (issue 23): the name one escaped path
     segment, the payload in the body, one key for every retry of the call."""
-    script = Script(httpx.ReadError("reset"), httpx.Response(201, json={"id": 7}))
+    kept = {
+        "session_id": SESSION_ID,
+        "signal_id": str(uuid.uuid4()),
+        "name": "ci/done",
+        "created": True,
+    }
+    script = Script(httpx.ReadError("reset"), httpx.Response(201, json=kept))
     sent = client(script).signal(SESSION_ID, "ci/done", {"ok": True})
-    assert sent.model_dump() == {"id": 7}
+    assert sent.model_dump(mode="json") == kept
     first, retry = script.requests
     assert first.url.raw_path.decode() == f"/v1/sessions/{SESSION_ID}/signals/ci%2Fdone"
     assert json.loads(first.content) == {"payload": {"ok": True}}

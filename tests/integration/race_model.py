@@ -4,7 +4,8 @@ Two simulated workers and two clients (``tests.interleaving`` actors, each with
 a backend of its own) call the real store methods: enqueue, claim, finish (with
 and without claim-next, keeping or releasing), park, answer, cancel,
 interrupt, defer (the quota hand-back), release (the drain's hand-back),
-renew, steps, quota reservations and settlements; the environment lets a
+renew, steps, quota reservations and settlements, a wait for a signal (begin,
+settle, set aside) and a signal sent; the environment lets a
 lease run out; a worker that lost a lease writes with it anyway (a fenced
 owner). Each move either starts one call on an idle actor or lets one stopped
 actor send its next statement; after every move the actors settle (each
@@ -18,6 +19,9 @@ stopped, blocked on a lock, or done) and every invariant is checked:
   allowed what its call may be about to return);
 * quota: no more reservations occupy the window than the scope allows, and
   the books balance;
+* signals: no turn is left set aside until later while a signal it waits for
+  is kept (a lost wake), and each consumed signal went to exactly one
+  committed wait, whose result is that signal;
 * at the end, every queued turn of a session nobody holds is claimable and
   is started by the next claim.
 
@@ -58,7 +62,9 @@ from stint.store.vocabulary import (
     StepKind,
     StepStatus,
     TurnStatus,
+    WaitKind,
 )
+from stint.store.waits import WaitUntil
 from stint.store.worker_store import SqlWorkerStore
 from tests.interleaving import Actor, Interleaver
 from tests.workers import fetch, set_limits
@@ -277,6 +283,7 @@ class Race:
                     (f"{worker.name} reserves quota on {s}", self._reserve(worker, holding))
                 )
                 moves.append((f"{worker.name} defers on {s}", self._defer(worker, holding)))
+                moves.append((f"{worker.name} waits for go on {s}", self._wait(worker, holding)))
                 moves.append((f"{worker.name} hands back {s}", self._release(worker, holding)))
                 moves.append((f"lease on {s} runs out", self._expire(holding.claim.session_id)))
             if worker.held:
@@ -304,6 +311,7 @@ class Race:
                     )
                 )
                 moves.append((f"{client.name} answers on {s}", self._answer(client, session_id)))
+                moves.append((f"{client.name} signals go on {s}", self._signal(client, session_id)))
         return moves
 
     def _label(self, session_id: UUID) -> str:
@@ -430,6 +438,37 @@ class Race:
             await self._end_as_asked(worker, holding, requested.action)
 
         return self._call(worker, "defer", work)
+
+    def _wait(self, worker: Worker, holding: Holding) -> Callable[[], Awaitable[None]]:
+        """As ``TurnContext.wait_for``: record the wait, settle it, else set the turn aside."""
+
+        async def work() -> None:
+            assert holding.turn is not None
+            sid, turn_id = holding.claim.session_id, holding.turn.turn_id
+            key = f"wait-{next(self._keys)}"
+            waits = worker.store.waits
+            try:
+                await waits.waits_begin(
+                    holding.claim,
+                    turn_id=turn_id,
+                    step_key=key,
+                    digest="d",
+                    kind=WaitKind.SIGNAL,
+                    until=WaitUntil(),
+                    name="go",
+                )
+                if await waits.waits_settle(holding.claim, turn_id=turn_id, step_key=key):
+                    return  # a kept signal: the turn goes on, still held
+                requested = await waits.turns_wait(holding.claim, turn_id=turn_id, step_key=key)
+            except LeaseLost:
+                worker.drop(sid, lost=True)
+                return
+            if requested is None:
+                worker.drop(sid, lost=False)
+                return
+            await self._end_as_asked(worker, holding, requested.action)
+
+        return self._call(worker, "wait", work)
 
     def _release(self, worker: Worker, holding: Holding) -> Callable[[], Awaitable[None]]:
         async def work() -> None:
@@ -578,6 +617,17 @@ class Race:
 
         return start
 
+    def _signal(self, client: Client, session_id: UUID) -> Callable[[], Awaitable[None]]:
+        async def start() -> None:
+            n = next(self._keys)
+            client.actor.start(
+                client.controls.signal(
+                    session_id=session_id, name="go", idempotency_key=f"sig{n}", payload=n
+                )
+            )
+
+        return start
+
     # -- invariants ------------------------------------------------------------
 
     async def _settle_and_check(self) -> None:
@@ -603,6 +653,7 @@ class Race:
         await self._check_terminal_events()
         await self._check_leases()
         await self._check_quota()
+        await self._check_signals()
 
     async def _check_terminal_events(self) -> None:
         rows = await fetch(
@@ -660,6 +711,39 @@ class Race:
                 f"{unknown} + in flight {in_flight}"
             )
 
+    async def _check_signals(self) -> None:
+        asleep = await fetch(
+            self._observer,
+            "SELECT s.id, w.step_key FROM sessions s "
+            "JOIN waits w ON w.session_id = s.id AND w.kind = 'signal' "
+            "JOIN steps st ON st.session_id = w.session_id AND st.turn_id = w.turn_id "
+            "  AND st.step_key = w.step_key AND st.status = 'started' "
+            "JOIN turns t ON t.id = w.turn_id AND t.status = 'queued' "
+            "WHERE s.status = 'ready' AND s.ready_at > now() "
+            "  AND EXISTS (SELECT FROM signals sg WHERE sg.session_id = s.id "
+            "              AND sg.name = w.name AND sg.consumed_at IS NULL)",
+        )
+        if asleep:
+            raise self._fail(f"lost wake: set aside with a signal kept for it: {asleep}")
+        twice = await fetch(
+            self._observer,
+            "SELECT st.turn_id, st.step_key FROM steps st "
+            "WHERE st.kind = 'wait' AND st.status = 'committed' "
+            "  AND st.result->>'outcome' = 'signal' "
+            "  AND (SELECT count(*) FROM signals sg WHERE sg.consumed_turn_id = st.turn_id "
+            "       AND sg.consumed_step_key = st.step_key "
+            "       AND sg.id::text = st.result->'signal'->>'id') <> 1",
+        )
+        stray = await fetch(
+            self._observer,
+            "SELECT sg.id FROM signals sg WHERE sg.consumed_at IS NOT NULL AND NOT EXISTS ("
+            "  SELECT FROM steps st WHERE st.turn_id = sg.consumed_turn_id "
+            "  AND st.step_key = sg.consumed_step_key AND st.status = 'committed' "
+            "  AND st.result->'signal'->>'id' = sg.id::text)",
+        )
+        if twice or stray:
+            raise self._fail(f"a signal not consumed exactly once: {twice} {stray}")
+
     # -- the end of an example ---------------------------------------------------
 
     async def _wind_down(self) -> None:
@@ -684,7 +768,25 @@ class Race:
                 else:
                     await self._finish(worker, holding, release=True, claim_next=False)()
                 await self._settle_and_check()
+        await self._wake_waiting()
         await self._check_claimable()
+
+    async def _wake_waiting(self) -> None:
+        """Send a signal to every session whose turn waits for one, so that what is left
+        queued can be claimed (each is kept, or wakes its waiting turn)."""
+        waiting = await fetch(
+            self._observer,
+            "SELECT DISTINCT w.session_id FROM waits w JOIN steps st "
+            "ON st.session_id = w.session_id AND st.turn_id = w.turn_id "
+            "AND st.step_key = w.step_key AND st.status = 'started' "
+            "JOIN turns t ON t.id = w.turn_id AND t.status = 'queued'",
+        )
+        controls = ControlStore(self._db.config, self._observer)
+        for (session_id,) in waiting:
+            await controls.signal(
+                session_id=session_id, name="go", idempotency_key=f"end{session_id}", payload=0
+            )
+        await self._check()
 
     async def _check_claimable(self) -> None:
         stuck = await fetch(

@@ -50,6 +50,9 @@ async def test_schema_matches_the_expected_catalog(db: ScratchTarget, pool: Pool
         "schedule_ticks",
         "webhook_endpoints",
         "webhook_deliveries",
+        "waits",
+        "signals",
+        "children",
     }
 
 

@@ -19,8 +19,10 @@ from typing import Any
 from uuid import UUID
 
 from stint.store.batch import Late, now
+from stint.store.children import ChildStore
 from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost
+from stint.store.fenced import EventSpec
 from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart, Work
 from stint.store.quotas import QuotaStore
 from stint.store.vocabulary import (
@@ -30,7 +32,7 @@ from stint.store.vocabulary import (
     TurnStatus,
     WorkerState,
 )
-from stint.store.worker_store import EventSpec
+from stint.store.waits import WaitStore
 
 
 @dataclass
@@ -77,6 +79,14 @@ class FakeWorkerStore:
     @property
     def quotas(self) -> QuotaStore:
         raise NotImplementedError("the fake reserves no provider quota")
+
+    @property
+    def children(self) -> ChildStore:
+        raise NotImplementedError("the fake spawns no children")
+
+    @property
+    def waits(self) -> WaitStore:
+        raise NotImplementedError("the fake keeps no durable waits")
 
     # -- test setup ----------------------------------------------------------
 

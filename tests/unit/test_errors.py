@@ -12,7 +12,15 @@ from stint.errors import StintError
 # Not errors: HTTP answers and sign-in redirects inside the API, a ValueError
 # pydantic turns into a 422, and the signals that unwind a harness when its turn
 # parks or is handed back for quota (the runner catches them; no caller sees one).
-_NOT_ERRORS = {"ApiProblem", "LoginRequired", "NotAllowed", "JsonRefused", "Parked", "Deferred"}
+_NOT_ERRORS = {
+    "ApiProblem",
+    "LoginRequired",
+    "NotAllowed",
+    "JsonRefused",
+    "Parked",
+    "Deferred",
+    "Waiting",
+}
 
 
 def test_every_public_exception_class_derives_from_stint_error() -> None:

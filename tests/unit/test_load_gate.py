@@ -62,7 +62,13 @@ def _collect(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-LONG_RUNS = ("test_soak.py", "test_ladder.py", "test_scale.py", "test_quota.py")
+LONG_RUNS = (
+    "test_soak.py",
+    "test_ladder.py",
+    "test_scale.py",
+    "test_quota.py",
+    "test_delegation.py",
+)
 
 
 def test_run_load_alone_runs_the_matrix_and_names_the_long_runs_it_leaves_out() -> None:
@@ -75,7 +81,7 @@ def test_run_load_alone_runs_the_matrix_and_names_the_long_runs_it_leaves_out() 
     for module in (*LONG_RUNS, "test_api.py", "test_sizing.py"):
         assert not any(f"loadtest/{module}::" in line for line in collected), module
     assert (
-        "long runs not selected: api, ladder, quota, scale, sizing, soak "
+        "long runs not selected: api, delegation, ladder, quota, scale, sizing, soak "
         "(run one with -k NAME, e.g. pytest loadtest --run-load -k api)"
     ) in result.stdout.splitlines()
 

@@ -3,7 +3,7 @@
 -- sessions it holds ('*' shows the sessions without a tenant, which it
 -- governs; and the whole backlog).
 SELECT a.tenant, a.max_queued, a.max_running, a.max_session_queue, a.global_backlog,
-       a.max_sessions,
+       a.max_sessions, a.max_depth, a.max_fanout,
        coalesce(u.queued, 0)::bigint AS queued, coalesce(u.running, 0)::bigint AS running,
        CASE WHEN a.tenant = '*'
             THEN (SELECT count(*) FROM sessions WHERE tenant IS NULL)

@@ -2,7 +2,7 @@
 -- One page of a tenant's sessions, newest first, after the keyset
 -- (%(before_created_at)s, %(before_id)s) of the previous page's last row.
 SELECT -- Fragment: what a client may see of a session (no lease internals).
-id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at
+id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at, parent_id, depth
 FROM sessions
 WHERE tenant = %(tenant)s
   AND (cardinality(%(statuses)s::text[]) = 0 OR status = ANY (%(statuses)s::text[]))

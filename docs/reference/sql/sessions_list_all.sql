@@ -18,7 +18,7 @@ WITH RECURSIVE tenants AS (
     FROM tenants t
     CROSS JOIN LATERAL (
         SELECT -- Fragment: what a client may see of a session (no lease internals).
-id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at
+id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at, parent_id, depth
         FROM sessions
         WHERE tenant = t.tenant
           AND (cardinality(%(statuses)s::text[]) = 0 OR status = ANY (%(statuses)s::text[]))
@@ -30,7 +30,7 @@ id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at
     WHERE t.tenant IS NOT NULL
     UNION ALL
     (SELECT -- Fragment: what a client may see of a session (no lease internals).
-id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at
+id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at, parent_id, depth
      FROM sessions
      WHERE tenant IS NULL
        AND (cardinality(%(statuses)s::text[]) = 0 OR status = ANY (%(statuses)s::text[]))

@@ -166,7 +166,8 @@ last_event_seq = last_event_seq
     FROM finishing
     WHERE sessions.id = finishing.id
     RETURNING sessions.id, sessions.last_event_seq, sessions.queued_turns,
-              sessions.lease_owner IS NOT NULL AS still_held, sessions.status
+              sessions.lease_owner IS NOT NULL AS still_held, sessions.status,
+              sessions.parent_id
 ), bump_claimed AS (
     UPDATE sessions
     SET -- THE EVENT LOG'S ONE OWNER, part 1 of 2 (a test fails if any other statement
@@ -229,7 +230,7 @@ log_append AS (
      AND log_append.kind = ANY (w.kinds)
     WHERE EXISTS (SELECT FROM webhook_endpoints WHERE disabled_at IS NULL)
 )
-SELECT bump_finished.queued_turns, bump_finished.still_held,
+SELECT bump_finished.queued_turns, bump_finished.still_held, bump_finished.parent_id,
        CASE WHEN bump_finished.status = 'ready' THEN pg_notify(%(work_channel)s, '') IS NULL END
            AS notified,
        coalesce(bump_claimed.id, started.session_id) AS next_session_id,

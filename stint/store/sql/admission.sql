@@ -60,9 +60,9 @@ WHERE coalesce(tenant, '') = coalesce(%(tenant)s::text, '') AND queued_turns > 0
 -- name: admission_set
 -- Writes only the columns whose set_ flag is true; the others keep their value.
 INSERT INTO admission_limits AS a (tenant, max_queued, max_running, max_session_queue,
-                                   global_backlog, max_sessions)
+                                   global_backlog, max_sessions, max_depth, max_fanout)
 VALUES (%(tenant)s, %(max_queued)s, %(max_running)s, %(max_session_queue)s, %(global_backlog)s,
-        %(max_sessions)s)
+        %(max_sessions)s, %(max_depth)s, %(max_fanout)s)
 ON CONFLICT (tenant) DO UPDATE SET
     max_queued        = CASE WHEN %(set_max_queued)s THEN excluded.max_queued
                              ELSE a.max_queued END,
@@ -74,6 +74,10 @@ ON CONFLICT (tenant) DO UPDATE SET
                              ELSE a.global_backlog END,
     max_sessions      = CASE WHEN %(set_max_sessions)s THEN excluded.max_sessions
                              ELSE a.max_sessions END,
+    max_depth         = CASE WHEN %(set_max_depth)s THEN excluded.max_depth
+                             ELSE a.max_depth END,
+    max_fanout        = CASE WHEN %(set_max_fanout)s THEN excluded.max_fanout
+                             ELSE a.max_fanout END,
     updated_at        = now()
 
 -- name: admission_list
@@ -81,7 +85,7 @@ ON CONFLICT (tenant) DO UPDATE SET
 -- sessions it holds ('*' shows the sessions without a tenant, which it
 -- governs; and the whole backlog).
 SELECT a.tenant, a.max_queued, a.max_running, a.max_session_queue, a.global_backlog,
-       a.max_sessions,
+       a.max_sessions, a.max_depth, a.max_fanout,
        coalesce(u.queued, 0)::bigint AS queued, coalesce(u.running, 0)::bigint AS running,
        CASE WHEN a.tenant = '*'
             THEN (SELECT count(*) FROM sessions WHERE tenant IS NULL)

@@ -44,7 +44,7 @@ SELECT (SELECT count(*) FROM added) AS added, EXISTS (SELECT FROM turn) AS runni
 FROM fence
 
 -- name: usage_session
-SELECT id AS session_id, status, last_event_seq FROM sessions WHERE id = %(session_id)s
+SELECT id AS session_id, status, last_event_seq, parent_id FROM sessions WHERE id = %(session_id)s
 
 -- name: usage_turns
 -- Each turn of a session (or just %(turn_id)s) with the usage its committed

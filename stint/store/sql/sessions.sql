@@ -258,7 +258,7 @@ WHERE s.status = 'ready'
 
 -- name: session_columns
 -- Fragment: what a client may see of a session (no lease internals).
-id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at
+id, tenant, pin, status, last_event_seq, queued_turns, created_at, updated_at, parent_id, depth
 
 -- name: sessions_get
 -- One session; with %(tenant)s set, only if it belongs to that tenant.

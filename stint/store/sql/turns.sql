@@ -112,7 +112,8 @@ log_new AS (
     FROM finishing
     WHERE sessions.id = finishing.id
     RETURNING sessions.id, sessions.last_event_seq, sessions.queued_turns,
-              sessions.lease_owner IS NOT NULL AS still_held, sessions.status
+              sessions.lease_owner IS NOT NULL AS still_held, sessions.status,
+              sessions.parent_id
 ), bump_claimed AS (
     UPDATE sessions
     SET /*include:log_reserve*/, /*include:claim_lease*/
@@ -124,7 +125,7 @@ log_new AS (
     UNION ALL
     SELECT id, last_event_seq FROM bump_claimed
 ), /*include:log_append*/
-SELECT bump_finished.queued_turns, bump_finished.still_held,
+SELECT bump_finished.queued_turns, bump_finished.still_held, bump_finished.parent_id,
        CASE WHEN bump_finished.status = 'ready' THEN pg_notify(%(work_channel)s, '') IS NULL END
            AS notified,
        coalesce(bump_claimed.id, started.session_id) AS next_session_id,

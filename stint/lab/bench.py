@@ -39,6 +39,7 @@ import psutil
 import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
+from stint.lab.bench_compare import comparison_lines, last_committed
 from stint.lab.environment import DOCS
 from stint.lab.free_port import free_port
 from stint.lab.processes import spawn_worker, stop_workers
@@ -295,7 +296,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only, write no files")
     args = parser.parse_args(argv)
     configs = [tuple(int(n) for n in c.split("x")) for c in args.configs.split(",")]
+    before = last_committed(DOCS / "load" / "bench" / "latest.json")
     results = uvloop.run(run_all([(w, s) for w, s in configs], args.turns))
+    for line in comparison_lines([asdict(r) for r in results], before):
+        print(line, flush=True)
     if not args.no_write:
         _write(results, "python -m stint.lab.bench " + " ".join(argv or sys.argv[1:]))
     return 0

@@ -39,6 +39,7 @@ from stint.store.models import (
 from stint.store.pool import Pool
 from stint.store.quotas import QuotaStore
 from stint.store.retention import RetentionStore
+from stint.store.textarray import text_array
 from stint.store.translate import guarded
 from stint.store.vocabulary import EventKind, StepKind, StepStatus, TurnStatus, WorkerState
 
@@ -199,7 +200,7 @@ class SqlWorkerStore:
         limit is read as the claim is sent)."""
         params = {
             "owner": owner,
-            "pins": list(pins),
+            "pins": text_array(pins),
             "limit": limit,
             "lease_seconds": lease_seconds,
             "events_channel": self._config.events_channel,
@@ -327,7 +328,7 @@ class SqlWorkerStore:
             release=release,
             reason=reason,
             claim_next=claim_next,
-            pins=list(pins),
+            pins=text_array(pins),
             finishing_session=claim.session_id,
             limit=1,
             lease_seconds=lease_seconds,
@@ -425,8 +426,7 @@ class SqlWorkerStore:
             "owner": claim.owner,
             "epoch": claim.epoch,
             "turn_id": turn_id,
-            "kinds": [kind for kind, _ in events],
-            "payloads": [Jsonb(dict(payload)) for _, payload in events],
+            "events": Jsonb([[kind, dict(payload)] for kind, payload in events]),
             "events_channel": self._config.events_channel,
             "work_channel": self._config.work_channel,
             **extra,

@@ -15,7 +15,9 @@ refusals are ``InvalidInput`` (exit 2; HTTP 422, or 413 for a size).
 - a **turn input** or an **answer** is JSON that jsonb stores exactly
   (``stint.store.jsonvalues``: no NaN, no number that is not what it says,
   ``1e-400`` included), nested at most ``STINT_MAX_INPUT_DEPTH`` and at most
-  ``STINT_MAX_INPUT_BYTES`` as compact JSON.
+  ``STINT_MAX_INPUT_BYTES`` as compact JSON;
+- a **batch enqueue** holds 1..``MAX_BATCH_TURNS`` turns (one transaction: a
+  bound on what one request may hold locked and keep in memory).
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from stint.store.jsonvalues import json_depth, load_storable_json
 
 __all__ = [
     "IDEMPOTENCY_KEY_PATTERN",
+    "MAX_BATCH_TURNS",
     "PIN_PATTERN",
     "TENANT_PATTERN",
     "InputTooLarge",
     "answer_from_text",
+    "check_batch_size",
     "check_idempotency_key",
     "check_pin",
     "check_tenant",
@@ -43,6 +47,8 @@ __all__ = [
 TENANT_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
 PIN_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
 IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,200}$"
+
+MAX_BATCH_TURNS = 1000
 
 _TENANT = re.compile(TENANT_PATTERN)
 _PIN = re.compile(PIN_PATTERN)
@@ -76,6 +82,15 @@ def check_idempotency_key(key: str, what: str = "idempotency key") -> str:
             "characters"
         )
     return key
+
+
+def check_batch_size(count: int) -> int:
+    """Refuse an empty batch enqueue, or one of more than ``MAX_BATCH_TURNS`` turns."""
+    if not 1 <= count <= MAX_BATCH_TURNS:
+        raise InvalidInput(
+            f"a batch holds 1..{MAX_BATCH_TURNS} turns, not {count}; nothing was written"
+        )
+    return count
 
 
 def json_size(value: Any) -> int:

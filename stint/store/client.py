@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 from stint.store.admission import admit, check_session_queue, effective_limits
 from stint.store.config import StoreConfig
 from stint.store.controls import stop_active_turn
+from stint.store.enqueue_batch import EnqueueItem, NotPlanned, planned_enqueue
 from stint.store.errors import (
     IdempotencyConflict,
     SessionBusy,
@@ -221,23 +222,6 @@ async def enqueue_in(
     return EnqueueResult(sid, inserted.id, inserted.seq, created=True)
 
 
-@dataclass(frozen=True)
-class EnqueueItem:
-    """One turn of a batch enqueue: the single enqueue's arguments
-    (``ClientStore.turns_enqueue`` says what each means)."""
-
-    idempotency_key: str
-    turn_input: dict[str, Any]
-    session_id: UUID | None = None
-    tenant: str | None = None
-    pin: str | None = None
-    timeout_seconds: float | None = None
-    busy: BusyStrategy = BusyStrategy.ENQUEUE
-    within_tenant: str | None = None
-    session_key: str | None = None
-    traceparent: str | None = None
-
-
 async def _enqueue_item(
     conn: AsyncConnection[TupleRow], config: StoreConfig, item: EnqueueItem
 ) -> EnqueueResult:
@@ -329,7 +313,8 @@ class ClientStore:
         the same admission limits, counted with the items before it), and the
         first refusal rolls every item back; the error names the item
         (``item``: its index). One commit (one WAL flush) for the whole batch
-        instead of one per turn is what makes it fast. Results are in item order.
+        instead of one per turn, and the statements of all items sent together
+        (``stint.store.enqueue_batch``), make it fast. Results are in item order.
         ``InvalidInput`` for an empty batch or one over ``MAX_BATCH_TURNS``."""
         check_batch_size(len(items))
         results: list[EnqueueResult] = []
@@ -338,6 +323,11 @@ class ClientStore:
             self._pool.connection() as conn,
             conn.transaction(),
         ):
+            try:
+                async with conn.transaction():  # a savepoint: a batch not planned leaves nothing
+                    return await planned_enqueue(conn, self._config, items)
+            except NotPlanned:
+                pass
             for index, item in enumerate(items):
                 try:
                     results.append(await _enqueue_item(conn, self._config, item))

@@ -1,0 +1,270 @@
+"""The batch enqueue's plan: the statements of many turns sent together.
+
+Queued one after another, each turn of a batch costs the single enqueue's round
+trips (create or lock its session, look its key up, read its tenant's limits,
+insert). Here the statements that do not depend on each other go out together
+in a pipeline, for every turn of the batch at once: the session locks (in
+session id order, so two batches never deadlock), key look-ups, session
+creations and limits reads in one round trip, the limits of tenants first seen
+on a lock in a second, every insert in a third. The checks between are the
+single enqueue's, made in Python in item order, counting the batch's own
+turns.
+
+Safe under READ COMMITTED as the single enqueue is: each statement of a
+pipeline takes its snapshot when it starts, after the statements before it
+ended, so a key look-up sent after its session's lock sees every turn committed
+before that lock was granted, and nothing can add one until the transaction
+ends; each insert runs under its session's lock too.
+
+What the plan does not cover is left to the single enqueue's statements, item
+by item, in the same transaction (the plan's writes rolled back first, under a
+savepoint): a tenant with admission limits (their counts are serialised per
+turn by an advisory lock), ``busy=interrupt``, a session key that an earlier
+enqueue already used, one key twice in a batch, and a session asked for under
+two tenant scopes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from psycopg import AsyncConnection, AsyncRawCursor
+from psycopg.rows import TupleRow, class_row
+from psycopg.types.json import Jsonb
+
+from stint.store.admission import EffectiveLimits, check_session_queue
+from stint.store.config import StoreConfig
+from stint.store.errors import IdempotencyConflict, SessionBusy, StoreError, UnknownSession
+from stint.store.fetch import run_numbered
+from stint.store.models import EnqueueResult
+from stint.store.vocabulary import BusyStrategy
+
+__all__ = ["EnqueueItem", "NotPlanned", "planned_enqueue"]
+
+
+@dataclass(frozen=True)
+class EnqueueItem:
+    """One turn of a batch enqueue: the single enqueue's arguments
+    (``ClientStore.turns_enqueue`` says what each means)."""
+
+    idempotency_key: str
+    turn_input: dict[str, Any]
+    session_id: UUID | None = None
+    tenant: str | None = None
+    pin: str | None = None
+    timeout_seconds: float | None = None
+    busy: BusyStrategy = BusyStrategy.ENQUEUE
+    within_tenant: str | None = None
+    session_key: str | None = None
+    traceparent: str | None = None
+
+
+class NotPlanned(Exception):
+    """The batch needs what the plan does not cover (module doc): enqueue it item by item."""
+
+
+@dataclass(frozen=True)
+class _Locked:
+    tenant: str | None
+    queued_turns: int
+    last_turn_seq: int
+    lease_owner: str | None
+    lease_live: bool
+
+
+@dataclass(frozen=True)
+class _Keyed:
+    id: UUID
+    seq: int
+    same_input: bool
+
+
+@dataclass(frozen=True)
+class _Created:
+    id: UUID
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class _Inserted:
+    id: UUID
+    seq: int
+    notified: bool
+
+
+@dataclass
+class _Session:
+    """A session as the batch changes it: its tenant, unfinished turns, last seq."""
+
+    tenant: str | None
+    queued: int
+    last_seq: int
+
+
+_Cursor = AsyncRawCursor[Any]
+
+
+async def _send(
+    conn: AsyncConnection[TupleRow], name: str, row: type[Any], **params: Any
+) -> _Cursor:
+    return await run_numbered(conn, name, params, class_row(row), interleave=False)
+
+
+async def planned_enqueue(
+    conn: AsyncConnection[TupleRow], config: StoreConfig, items: Sequence[EnqueueItem]
+) -> list[EnqueueResult]:
+    """Queue ``items`` in the caller's transaction by the plan (module doc); a
+    refusal raises the single enqueue's error with ``item`` set; ``NotPlanned``
+    when the batch needs the single enqueue's way (nothing of it written then,
+    if the caller ran this under a savepoint)."""
+    if any(item.busy is BusyStrategy.INTERRUPT for item in items):
+        raise NotPlanned
+    scopes: dict[UUID, str | None] = {}
+    for item in items:
+        sid = item.session_id
+        if sid is not None and scopes.setdefault(sid, item.within_tenant) != item.within_tenant:
+            raise NotPlanned
+    keys = [(item.session_id, item.idempotency_key) for item in items if item.session_id]
+    if len(set(keys)) != len(keys):
+        raise NotPlanned
+    new_tenants = {item.tenant for item in items if item.session_id is None}
+    async with conn.pipeline():
+        locks = {
+            sid: await _send(
+                conn, "sessions_lock_for_enqueue", _Locked, session_id=sid, tenant=scope
+            )
+            for sid, scope in sorted(scopes.items(), key=lambda s: str(s[0]))
+        }
+        keyed = [
+            None
+            if item.session_id is None
+            else await _send(
+                conn,
+                "turns_find_by_key",
+                _Keyed,
+                session_id=item.session_id,
+                idempotency_key=item.idempotency_key,
+                input=Jsonb(item.turn_input),
+                timeout_seconds=item.timeout_seconds,
+                busy=str(item.busy),
+            )
+            for item in items
+        ]
+        created = [
+            None
+            if item.session_id is not None
+            else await _send(
+                conn,
+                "sessions_create",
+                _Created,
+                tenant=item.tenant,
+                pin=item.pin,
+                creation_key=item.session_key,
+            )
+            for item in items
+        ]
+        limit_reads = {
+            t: await _send(conn, "admission_effective", EffectiveLimits, tenant=t)
+            for t in new_tenants
+        }
+    sessions: dict[UUID, _Session] = {}
+    for sid, lock in locks.items():
+        found = await lock.fetchone()
+        if found is None:
+            raise UnknownSession(session=sid, item=_first(items, sid))
+        sessions[sid] = _Session(found.tenant, found.queued_turns, found.last_turn_seq)
+    limits = {t: await _limits(cur) for t, cur in limit_reads.items()}
+    missing = {s.tenant for s in sessions.values()} - set(limits)
+    if missing:
+        async with conn.pipeline():
+            more = {
+                t: await _send(conn, "admission_effective", EffectiveLimits, tenant=t)
+                for t in missing
+            }
+        limits.update({t: await _limits(cur) for t, cur in more.items()})
+    if any(lim.tenant_scoped or lim.global_backlog is not None for lim in limits.values()):
+        raise NotPlanned
+    results: list[EnqueueResult | None] = []
+    inserts: list[tuple[int, UUID, int]] = []  # item index, session, seq
+    for index, item in enumerate(items):
+        creating, cursor = created[index], keyed[index]
+        if creating is not None:
+            new = await creating.fetchone()
+            if new is None:
+                raise NotPlanned  # the session key was used before: found by key, item by item
+            sid = new.id
+            sessions[sid] = _Session(item.tenant, 0, 0)
+        else:
+            assert item.session_id is not None and cursor is not None
+            sid = item.session_id
+            existing = await cursor.fetchone()
+            if existing is not None:
+                if not existing.same_input:
+                    raise IdempotencyConflict(
+                        session=sid, idempotency_key=item.idempotency_key, item=index
+                    )
+                results.append(EnqueueResult(sid, existing.id, existing.seq, created=False))
+                continue
+        session = sessions[sid]
+        try:
+            check_session_queue(
+                limits[session.tenant], session_id=sid, queued=session.queued, tenant=session.tenant
+            )
+        except StoreError as exc:
+            exc.context.setdefault("item", index)
+            raise
+        if session.queued and item.busy is BusyStrategy.REJECT:
+            raise SessionBusy(
+                f"session busy ({session.queued} turn(s) in progress or queued); "
+                "nothing was written",
+                item=index,
+            )
+        session.queued += 1
+        session.last_seq += 1
+        inserts.append((index, sid, session.last_seq))
+        results.append(None)
+    async with conn.pipeline():
+        sent = [
+            (
+                index,
+                await _send(
+                    conn,
+                    "turns_insert",
+                    _Inserted,
+                    session_id=sid,
+                    seq=seq,
+                    idempotency_key=items[index].idempotency_key,
+                    input=Jsonb(items[index].turn_input),
+                    timeout_seconds=items[index].timeout_seconds,
+                    traceparent=items[index].traceparent,
+                    busy=str(items[index].busy),
+                    work_channel=config.work_channel,
+                ),
+                sid,
+            )
+            for index, sid, seq in inserts
+        ]
+    done: list[EnqueueResult] = []
+    pending = iter(sent)
+    for result in results:
+        if result is not None:
+            done.append(result)
+            continue
+        _, cursor, sid = next(pending)
+        row = await cursor.fetchone()
+        assert row is not None
+        done.append(EnqueueResult(sid, row.id, row.seq, created=True))
+    return done
+
+
+def _first(items: Sequence[EnqueueItem], session_id: UUID) -> int:
+    return next(i for i, item in enumerate(items) if item.session_id == session_id)
+
+
+async def _limits(cursor: _Cursor) -> EffectiveLimits:
+    found: EffectiveLimits | None = await cursor.fetchone()
+    return found or EffectiveLimits(None, None, None, None)

@@ -300,12 +300,8 @@ class ClientStore:
             session_key,
             traceparent,
         )
-        async with (
-            guarded("turns_enqueue", self._config),
-            self._pool.connection() as conn,
-            conn.transaction(),
-        ):
-            return await _enqueue_item(conn, self._config, item)
+        [result] = await self._enqueue([item], "turns_enqueue")
+        return result
 
     async def turns_enqueue_many(self, items: Sequence[EnqueueItem]) -> list[EnqueueResult]:
         """Queue many turns in one transaction, all or nothing: each item is
@@ -317,24 +313,28 @@ class ClientStore:
         (``stint.store.enqueue_batch``), make it fast. Results are in item order.
         ``InvalidInput`` for an empty batch or one over ``MAX_BATCH_TURNS``."""
         check_batch_size(len(items))
-        results: list[EnqueueResult] = []
-        async with (
-            guarded("turns_enqueue_many", self._config),
-            self._pool.connection() as conn,
-            conn.transaction(),
-        ):
+        return await self._enqueue(items, "turns_enqueue_many")
+
+    async def _enqueue(self, items: Sequence[EnqueueItem], operation: str) -> list[EnqueueResult]:
+        """One transaction: by the plan (``stint.store.enqueue_batch``: two round
+        trips, BEGIN and COMMIT included), else rolled back and done item by item."""
+        async with guarded(operation, self._config), self._pool.connection() as conn:
             try:
-                async with conn.transaction():  # a savepoint: a batch not planned leaves nothing
-                    return await planned_enqueue(conn, self._config, items)
+                async with conn.pipeline() as pipeline, conn.transaction():
+                    read = await planned_enqueue(conn, self._config, items, pipeline)
+                return await read()
             except NotPlanned:
                 pass
-            for index, item in enumerate(items):
-                try:
-                    results.append(await _enqueue_item(conn, self._config, item))
-                except StoreError as exc:
-                    exc.context.setdefault("item", index)
-                    raise
-        return results
+            results: list[EnqueueResult] = []
+            async with conn.transaction():
+                for index, item in enumerate(items):
+                    try:
+                        results.append(await _enqueue_item(conn, self._config, item))
+                    except StoreError as exc:
+                        if len(items) > 1:
+                            exc.context.setdefault("item", index)
+                        raise
+            return results
 
     async def sessions_create(self, *, tenant: str | None = None, pin: str | None = None) -> UUID:
         """A new idle session with no turns (load tests seed these before the burst)."""

@@ -26,13 +26,13 @@ two tenant scopes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from psycopg import AsyncConnection, AsyncRawCursor
+from psycopg import AsyncConnection, AsyncPipeline, AsyncRawCursor
 from psycopg.rows import TupleRow, class_row
 from psycopg.types.json import Jsonb
 
@@ -111,16 +111,22 @@ _Cursor = AsyncRawCursor[Any]
 async def _send(
     conn: AsyncConnection[TupleRow], name: str, row: type[Any], **params: Any
 ) -> _Cursor:
-    return await run_numbered(conn, name, params, class_row(row), interleave=False)
+    """Queue one statement in the pipeline (an interleaving test may pause it)."""
+    return await run_numbered(conn, name, params, class_row(row))
 
 
 async def planned_enqueue(
-    conn: AsyncConnection[TupleRow], config: StoreConfig, items: Sequence[EnqueueItem]
-) -> list[EnqueueResult]:
-    """Queue ``items`` in the caller's transaction by the plan (module doc); a
-    refusal raises the single enqueue's error with ``item`` set; ``NotPlanned``
-    when the batch needs the single enqueue's way (nothing of it written then,
-    if the caller ran this under a savepoint)."""
+    conn: AsyncConnection[TupleRow],
+    config: StoreConfig,
+    items: Sequence[EnqueueItem],
+    pipeline: AsyncPipeline,
+) -> Callable[[], Awaitable[list[EnqueueResult]]]:
+    """Queue ``items`` by the plan (module doc) in the caller's transaction, begun
+    inside ``pipeline``: the first statements go out with the BEGIN, and the
+    inserts are left queued, to go with the COMMIT. Returns what reads the
+    results, in item order, once the transaction has ended. A refusal raises
+    the single enqueue's error with ``item`` set; ``NotPlanned`` when the batch
+    needs the single enqueue's way (the caller rolls back and does that)."""
     if any(item.busy is BusyStrategy.INTERRUPT for item in items):
         raise NotPlanned
     scopes: dict[UUID, str | None] = {}
@@ -131,65 +137,63 @@ async def planned_enqueue(
     keys = [(item.session_id, item.idempotency_key) for item in items if item.session_id]
     if len(set(keys)) != len(keys):
         raise NotPlanned
-    new_tenants = {item.tenant for item in items if item.session_id is None}
-    async with conn.pipeline():
-        locks = {
-            sid: await _send(
-                conn, "sessions_lock_for_enqueue", _Locked, session_id=sid, tenant=scope
-            )
-            for sid, scope in sorted(scopes.items(), key=lambda s: str(s[0]))
-        }
-        keyed = [
-            None
-            if item.session_id is None
-            else await _send(
-                conn,
-                "turns_find_by_key",
-                _Keyed,
-                session_id=item.session_id,
-                idempotency_key=item.idempotency_key,
-                input=Jsonb(item.turn_input),
-                timeout_seconds=item.timeout_seconds,
-                busy=str(item.busy),
-            )
-            for item in items
-        ]
-        created = [
-            None
-            if item.session_id is not None
-            else await _send(
-                conn,
-                "sessions_create",
-                _Created,
-                tenant=item.tenant,
-                pin=item.pin,
-                creation_key=item.session_key,
-            )
-            for item in items
-        ]
-        limit_reads = {
-            t: await _send(conn, "admission_effective", EffectiveLimits, tenant=t)
-            for t in new_tenants
-        }
+    ordered = sorted(scopes.items(), key=lambda s: str(s[0]))
+    locks = {
+        sid: await _send(conn, "sessions_lock_for_enqueue", _Locked, session_id=sid, tenant=scope)
+        for sid, scope in ordered
+    }
+    session_limits = {
+        sid: await _send(conn, "admission_effective_for_session", EffectiveLimits, session_id=sid)
+        for sid, _ in ordered
+    }
+    keyed = [
+        None
+        if item.session_id is None
+        else await _send(
+            conn,
+            "turns_find_by_key",
+            _Keyed,
+            session_id=item.session_id,
+            idempotency_key=item.idempotency_key,
+            input=Jsonb(item.turn_input),
+            timeout_seconds=item.timeout_seconds,
+            busy=str(item.busy),
+        )
+        for item in items
+    ]
+    created = [
+        None
+        if item.session_id is not None
+        else await _send(
+            conn,
+            "sessions_create",
+            _Created,
+            tenant=item.tenant,
+            pin=item.pin,
+            creation_key=item.session_key,
+        )
+        for item in items
+    ]
+    tenant_limits = {
+        t: await _send(conn, "admission_effective", EffectiveLimits, tenant=t)
+        for t in {item.tenant for item in items if item.session_id is None}
+    }
+    await pipeline.sync()
     sessions: dict[UUID, _Session] = {}
+    limits: dict[UUID, EffectiveLimits] = {}
     for sid, lock in locks.items():
         found = await lock.fetchone()
         if found is None:
-            raise UnknownSession(session=sid, item=_first(items, sid))
+            raise _named(UnknownSession(session=sid), items, _first(items, sid))
         sessions[sid] = _Session(found.tenant, found.queued_turns, found.last_turn_seq)
-    limits = {t: await _limits(cur) for t, cur in limit_reads.items()}
-    missing = {s.tenant for s in sessions.values()} - set(limits)
-    if missing:
-        async with conn.pipeline():
-            more = {
-                t: await _send(conn, "admission_effective", EffectiveLimits, tenant=t)
-                for t in missing
-            }
-        limits.update({t: await _limits(cur) for t, cur in more.items()})
-    if any(lim.tenant_scoped or lim.global_backlog is not None for lim in limits.values()):
-        raise NotPlanned
-    results: list[EnqueueResult | None] = []
-    inserts: list[tuple[int, UUID, int]] = []  # item index, session, seq
+        limits[sid] = await _limits(session_limits[sid])
+    by_tenant = {t: await _limits(cur) for t, cur in tenant_limits.items()}
+    if any(
+        lim.tenant_scoped or lim.global_backlog is not None
+        for lim in (*limits.values(), *by_tenant.values())
+    ):
+        raise NotPlanned  # admission counts are serialised turn by turn
+    results: list[EnqueueResult | tuple[UUID, _Cursor]] = []
     for index, item in enumerate(items):
         creating, cursor = created[index], keyed[index]
         if creating is not None:
@@ -198,67 +202,74 @@ async def planned_enqueue(
                 raise NotPlanned  # the session key was used before: found by key, item by item
             sid = new.id
             sessions[sid] = _Session(item.tenant, 0, 0)
+            limits[sid] = by_tenant[item.tenant]
         else:
             assert item.session_id is not None and cursor is not None
             sid = item.session_id
             existing = await cursor.fetchone()
             if existing is not None:
                 if not existing.same_input:
-                    raise IdempotencyConflict(
-                        session=sid, idempotency_key=item.idempotency_key, item=index
+                    conflict = IdempotencyConflict(
+                        session=sid, idempotency_key=item.idempotency_key
                     )
+                    raise _named(conflict, items, index)
                 results.append(EnqueueResult(sid, existing.id, existing.seq, created=False))
                 continue
-        session = sessions[sid]
         try:
-            check_session_queue(
-                limits[session.tenant], session_id=sid, queued=session.queued, tenant=session.tenant
-            )
+            insert = await _insert(conn, config, item, sessions[sid], sid, limits[sid])
         except StoreError as exc:
-            exc.context.setdefault("item", index)
-            raise
-        if session.queued and item.busy is BusyStrategy.REJECT:
-            raise SessionBusy(
-                f"session busy ({session.queued} turn(s) in progress or queued); "
-                "nothing was written",
-                item=index,
-            )
-        session.queued += 1
-        session.last_seq += 1
-        inserts.append((index, sid, session.last_seq))
-        results.append(None)
-    async with conn.pipeline():
-        sent = [
-            (
-                index,
-                await _send(
-                    conn,
-                    "turns_insert",
-                    _Inserted,
-                    session_id=sid,
-                    seq=seq,
-                    idempotency_key=items[index].idempotency_key,
-                    input=Jsonb(items[index].turn_input),
-                    timeout_seconds=items[index].timeout_seconds,
-                    traceparent=items[index].traceparent,
-                    busy=str(items[index].busy),
-                    work_channel=config.work_channel,
-                ),
-                sid,
-            )
-            for index, sid, seq in inserts
-        ]
-    done: list[EnqueueResult] = []
-    pending = iter(sent)
-    for result in results:
-        if result is not None:
-            done.append(result)
-            continue
-        _, cursor, sid = next(pending)
-        row = await cursor.fetchone()
-        assert row is not None
-        done.append(EnqueueResult(sid, row.id, row.seq, created=True))
-    return done
+            raise _named(exc, items, index) from None
+        results.append((sid, insert))
+
+    async def read() -> list[EnqueueResult]:
+        return [r if isinstance(r, EnqueueResult) else await _inserted(*r) for r in results]
+
+    return read
+
+
+async def _insert(
+    conn: AsyncConnection[TupleRow],
+    config: StoreConfig,
+    item: EnqueueItem,
+    session: _Session,
+    sid: UUID,
+    limits: EffectiveLimits,
+) -> _Cursor:
+    """The single enqueue's checks for one new turn, counting the batch's turns
+    before it, then its insert, queued (not synced)."""
+    check_session_queue(limits, session_id=sid, queued=session.queued, tenant=session.tenant)
+    if session.queued and item.busy is BusyStrategy.REJECT:
+        raise SessionBusy(
+            f"session busy ({session.queued} turn(s) in progress or queued); nothing was written"
+        )
+    session.queued += 1
+    session.last_seq += 1
+    return await _send(
+        conn,
+        "turns_insert",
+        _Inserted,
+        session_id=sid,
+        seq=session.last_seq,
+        idempotency_key=item.idempotency_key,
+        input=Jsonb(item.turn_input),
+        timeout_seconds=item.timeout_seconds,
+        traceparent=item.traceparent,
+        busy=str(item.busy),
+        work_channel=config.work_channel,
+    )
+
+
+async def _inserted(session_id: UUID, cursor: _Cursor) -> EnqueueResult:
+    row: _Inserted | None = await cursor.fetchone()
+    assert row is not None
+    return EnqueueResult(session_id, row.id, row.seq, created=True)
+
+
+def _named(exc: StoreError, items: Sequence[EnqueueItem], index: int) -> StoreError:
+    """``exc`` naming the item it refused (``item``), when there are several."""
+    if len(items) > 1:
+        exc.context.setdefault("item", index)
+    return exc
 
 
 def _first(items: Sequence[EnqueueItem], session_id: UUID) -> int:

@@ -66,6 +66,9 @@ async def test_one_refused_turn_writes_none_and_names_its_item(stint: Either, po
         BatchTurnCreate(session_id=uuid.UUID(int=0), input={}),
     ]
     assert "item=1" in await _refused(stint, unknown, NotFound)
-    busy = [BatchTurnCreate(session_id=session.id, input={"n": 1}, busy=BusyStrategy.REJECT)]
-    assert "item=0" in await _refused(stint, busy, RateLimited)
+    busy = [
+        BatchTurnCreate(session_id=session.id, input={"n": 1}),
+        BatchTurnCreate(session_id=session.id, input={"n": 2}, busy=BusyStrategy.REJECT),
+    ]
+    assert "item=1" in await _refused(stint, busy, RateLimited)
     assert await count_rows(pool, "turns") == before

@@ -22,6 +22,7 @@ FIGURES = (
     "postgres_cpu_ms_per_turn",
     "cpu_ceiling_turns_per_second",
     "peak_rss_mib_per_worker",
+    "uss_mib_per_worker",
     "statements_per_turn",
 )
 """The figures compared, in the order printed."""

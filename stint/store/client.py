@@ -22,6 +22,8 @@ from stint.store.admission import admit, check_session_queue, effective_limits
 from stint.store.config import StoreConfig
 from stint.store.controls import stop_active_turn
 from stint.store.enqueue_batch import EnqueueItem, NotPlanned, planned_enqueue
+from stint.store.enqueue_batch import KeyedTurn as _KeyedTurn
+from stint.store.enqueue_batch import LockedSession as _LockedSession
 from stint.store.errors import (
     IdempotencyConflict,
     SessionBusy,
@@ -51,22 +53,6 @@ __all__ = ["ClientStore", "EnqueueItem", "enqueue_in"]
 # A worker row without a recorded lease (written before migration 0004) is live
 # while its heartbeat is younger than this.
 _LIVE_SECONDS = 90.0
-
-
-@dataclass(frozen=True)
-class _LockedSession:
-    tenant: str | None
-    queued_turns: int
-    last_turn_seq: int
-    lease_owner: str | None
-    lease_live: bool
-
-
-@dataclass(frozen=True)
-class _KeyedTurn:
-    id: UUID
-    seq: int
-    same_input: bool
 
 
 @dataclass(frozen=True)

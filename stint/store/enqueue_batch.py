@@ -36,6 +36,7 @@ from psycopg import AsyncConnection, AsyncPipeline, AsyncRawCursor
 from psycopg.rows import TupleRow, class_row
 from psycopg.types.json import Jsonb
 
+from stint.errors import StintError
 from stint.store.admission import EffectiveLimits, check_session_queue
 from stint.store.config import StoreConfig
 from stint.store.errors import IdempotencyConflict, SessionBusy, StoreError, UnknownSession
@@ -43,7 +44,7 @@ from stint.store.fetch import run_numbered
 from stint.store.models import EnqueueResult
 from stint.store.vocabulary import BusyStrategy
 
-__all__ = ["EnqueueItem", "NotPlanned", "planned_enqueue"]
+__all__ = ["EnqueueItem", "KeyedTurn", "LockedSession", "NotPlanned", "planned_enqueue"]
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,14 @@ class EnqueueItem:
     traceparent: str | None = None
 
 
-class NotPlanned(Exception):
+class NotPlanned(StintError):
     """The batch needs what the plan does not cover (module doc): enqueue it item by item."""
 
 
 @dataclass(frozen=True)
-class _Locked:
+class LockedSession:
+    """A session as ``sessions_lock_for_enqueue`` reads it, locked."""
+
     tenant: str | None
     queued_turns: int
     last_turn_seq: int
@@ -77,7 +80,9 @@ class _Locked:
 
 
 @dataclass(frozen=True)
-class _Keyed:
+class KeyedTurn:
+    """The turn an earlier enqueue queued with this key (``turns_find_by_key``)."""
+
     id: UUID
     seq: int
     same_input: bool
@@ -139,7 +144,9 @@ async def planned_enqueue(
         raise NotPlanned
     ordered = sorted(scopes.items(), key=lambda s: str(s[0]))
     locks = {
-        sid: await _send(conn, "sessions_lock_for_enqueue", _Locked, session_id=sid, tenant=scope)
+        sid: await _send(
+            conn, "sessions_lock_for_enqueue", LockedSession, session_id=sid, tenant=scope
+        )
         for sid, scope in ordered
     }
     session_limits = {
@@ -152,7 +159,7 @@ async def planned_enqueue(
         else await _send(
             conn,
             "turns_find_by_key",
-            _Keyed,
+            KeyedTurn,
             session_id=item.session_id,
             idempotency_key=item.idempotency_key,
             input=Jsonb(item.turn_input),

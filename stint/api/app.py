@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from stint.api import events, health, metrics, schedules, sessions, waits, webhooks
+from stint.api import events, health, metrics, schedules, sessions, turn_batches, waits, webhooks
 from stint.api.budget import ByteBudget
 from stint.api.busy import RequestLimit
 from stint.api.dashboard.pages import install_dashboard
@@ -139,6 +139,7 @@ def create_app(settings: Settings, config: StoreConfig) -> FastAPI:
     strict = [Depends(documented_query)]
     app.include_router(health.router, tags=["health"])
     app.include_router(sessions.router, tags=["sessions"], dependencies=strict)
+    app.include_router(turn_batches.router, tags=["sessions"], dependencies=strict)
     app.include_router(events.router, tags=["events"], dependencies=strict)
     app.include_router(waits.router, tags=["sessions"], dependencies=strict)
     app.include_router(schedules.router, tags=["schedules"], dependencies=strict)

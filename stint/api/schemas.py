@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from stint.store.children import ChildLink
 from stint.store.controls import ControlResult
-from stint.store.input_rules import PIN_PATTERN
+from stint.store.input_rules import IDEMPOTENCY_KEY_PATTERN, MAX_BATCH_TURNS, PIN_PATTERN
 from stint.store.models import EnqueueResult, Event, SessionRecord, TenantStatus, TurnRecord
 from stint.store.vocabulary import BusyStrategy, EventKind, SessionStatus, TurnStatus
 
@@ -80,6 +80,23 @@ class TurnCreate(_Request):
         le=86_400,
         description="interrupt this turn after this many seconds (as STINT_TURN_TIMEOUT's range)",
     )
+
+
+class BatchTurnCreate(TurnCreate):
+    """One turn of a batch: the session it is for and its own idempotency key."""
+
+    session_id: UUID = Field(strict=False, description="an existing session of the caller's")
+    idempotency_key: str | None = Field(
+        None,
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description="a retry with the same key returns the same turn (default: a new key)",
+    )
+
+
+class TurnBatchCreate(_Request):
+    """Turns to queue together: all of them, or (on any refusal) none."""
+
+    turns: list[BatchTurnCreate] = Field(min_length=1, max_length=MAX_BATCH_TURNS)
 
 
 class ControlCreate(_Request):
@@ -186,6 +203,10 @@ class TurnQueued(BaseModel):
             seq=result.seq,
             created=result.created,
         )
+
+
+class TurnBatchQueued(BaseModel):
+    turns: list[TurnQueued] = Field(description="one per turn of the request, in its order")
 
 
 class TurnOut(BaseModel):

@@ -19,6 +19,7 @@ from stint.client.exchange import Call, describe
 from stint.client.follow import FollowState, Until
 from stint.client.models import (
     AnswerResult,
+    BatchTurnCreate,
     BusyStrategy,
     ChildPage,
     ControlResult,
@@ -35,6 +36,7 @@ from stint.client.models import (
     SignalResult,
     Status,
     Turn,
+    TurnBatchQueued,
     TurnPage,
     TurnQueued,
     Webhook,
@@ -141,6 +143,14 @@ class AsyncClient:
             traceparent=traceparent,
         )
         return await self._send(call)
+
+    async def enqueue_batch(
+        self, turns: Iterable[BatchTurnCreate], *, traceparent: str | None = None
+    ) -> TurnBatchQueued:
+        """Queue many turns (each ``BatchTurnCreate``: a session id, an input, and
+        optionally a key, busy strategy and timeout) in one request: all of them,
+        or none when one is refused (the error names it: ``item=<index>``)."""
+        return await self._send(routes.enqueue_batch(turns, traceparent=traceparent))
 
     async def list_turns(
         self, session_id: UUID | str, *, after_seq: int = 0, limit: int | None = None

@@ -185,6 +185,12 @@ class TurnQueued(_Answer):
     created: bool
 
 
+class TurnBatchQueued(_Answer):
+    """The answer to a batch enqueue: one ``TurnQueued`` per turn, in request order."""
+
+    turns: list[TurnQueued]
+
+
 class Turn(_Answer):
     """A turn: its input, status, output or error, attempts and timing (``TurnOut``)."""
 
@@ -442,6 +448,17 @@ class TurnCreate(_Request):
     input: dict[str, Any]
     busy: BusyStrategy = BusyStrategy.ENQUEUE
     timeout_seconds: float | None = None
+
+
+class BatchTurnCreate(TurnCreate):
+    """One turn of ``enqueue_batch``: its session and (made if None) its own key."""
+
+    session_id: UUID
+    idempotency_key: str | None = None
+
+
+class TurnBatchCreate(_Request):
+    turns: list[BatchTurnCreate]
 
 
 class ControlCreate(_Request):

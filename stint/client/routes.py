@@ -21,6 +21,7 @@ from stint.client.exchange import Call
 from stint.client.models import (
     AnswerCreate,
     AnswerResult,
+    BatchTurnCreate,
     BusyStrategy,
     ChildPage,
     ControlCreate,
@@ -39,6 +40,8 @@ from stint.client.models import (
     SignalResult,
     Status,
     Turn,
+    TurnBatchCreate,
+    TurnBatchQueued,
     TurnCreate,
     TurnPage,
     TurnQueued,
@@ -87,6 +90,15 @@ _ENQUEUE = Route(
     TurnQueued,
     TurnCreate,
     headers=("Idempotency-Key", "traceparent"),
+    status=201,
+)
+_ENQUEUE_BATCH = Route(
+    "enqueue_batch",
+    "POST",
+    "/v1/turns/batch",
+    TurnBatchQueued,
+    TurnBatchCreate,
+    headers=("traceparent",),
     status=201,
 )
 _LIST_TURNS = Route("list_turns", "GET", f"{_ONE}/turns", TurnPage, None, ("after_seq", "limit"))
@@ -160,6 +172,7 @@ ROUTES: tuple[Route, ...] = (
     _CREATE_SESSION,
     _GET_SESSION,
     _ENQUEUE,
+    _ENQUEUE_BATCH,
     _LIST_TURNS,
     _GET_TURN,
     _CANCEL,
@@ -236,6 +249,27 @@ def enqueue(
         headers=headers,
         replay_safe=True,
         retry_refused=body.busy is not BusyStrategy.REJECT,
+    )
+
+
+def enqueue_batch(
+    turns: Iterable[BatchTurnCreate], *, traceparent: str | None
+) -> Call[TurnBatchQueued]:
+    """Every turn keyed (a key made here for a turn without one), so a retry of
+    the call queues nothing twice."""
+    keyed = [
+        t if t.idempotency_key else t.model_copy(update={"idempotency_key": new_idempotency_key()})
+        for t in turns
+    ]
+    headers = {} if traceparent is None else {"traceparent": traceparent}
+    return Call(
+        "POST",
+        _ENQUEUE_BATCH.path(),
+        TurnBatchQueued,
+        body=TurnBatchCreate(turns=keyed),
+        headers=headers,
+        replay_safe=True,
+        retry_refused=all(t.busy is not BusyStrategy.REJECT for t in keyed),
     )
 
 

@@ -5,7 +5,8 @@ default): a fresh durable throwaway PostgreSQL; W real ``worker`` processes,
 registered, then paused (SIGSTOP) while the turns are enqueued, then resumed
 and measured until every turn finished. Figures: turns/s from PostgreSQL audit
 times; worker CPU ms per turn and peak RSS per worker (psutil, sampled every 50
-ms; the finished count every 250 ms); PostgreSQL's CPU ms per turn (the
+ms; the finished count every 250 ms) and USS per worker at the end (the
+memory no other process shares); PostgreSQL's CPU ms per turn (the
 postmaster and every backend, exited ones included) and from the two the CPU
 ceiling: the turns/s this machine's cores could reach if the workers and
 PostgreSQL used all of them and nothing waited; database statements per turn
@@ -39,6 +40,7 @@ import psutil
 import uvloop
 from prometheus_client.parser import text_string_to_metric_families
 
+from stint.lab.bench_compare import comparison_lines, last_committed
 from stint.lab.environment import DOCS
 from stint.lab.free_port import free_port
 from stint.lab.processes import spawn_worker, stop_workers
@@ -68,6 +70,7 @@ class BenchResult:
     postgres_cpu_ms_per_turn: float
     cpu_ceiling_turns_per_second: float
     peak_rss_mib_per_worker: float
+    uss_mib_per_worker: float
     statements_per_turn: float
     failed_turns: int
     pool_borrows_waited: float
@@ -161,6 +164,9 @@ async def run_one(
             samples += 1
             await asyncio.sleep(_SAMPLE_SECONDS)
         cpu = sum(_cpu(h) for h in handles) - cpu_before
+        # USS (the pages no other process shares: what one more worker costs) is
+        # read once, at the end: psutil reads /proc/PID/smaps for it, too slow to sample.
+        uss = max(h.memory_full_info().uss for h in handles)
         postgres_cpu = _server_cpu(postmaster) - postgres_before
         timings = await probe.turns_timings()
         waits = [await asyncio.to_thread(_pool_wait, port) for port in ports]
@@ -185,6 +191,7 @@ async def run_one(
         postgres_cpu_ms_per_turn=round(postgres_ms, 2),
         cpu_ceiling_turns_per_second=round((os.cpu_count() or 1) * 1000 / (cpu_ms + postgres_ms)),
         peak_rss_mib_per_worker=round(peak_rss / 2**20, 1),
+        uss_mib_per_worker=round(uss / 2**20, 1),
         statements_per_turn=round(statements / len(timings), 2),
         failed_turns=sum(1 for t in timings if t.status != "succeeded"),
         pool_borrows_waited=round(
@@ -295,7 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only, write no files")
     args = parser.parse_args(argv)
     configs = [tuple(int(n) for n in c.split("x")) for c in args.configs.split(",")]
+    before = last_committed(DOCS / "load" / "bench" / "latest.json")
     results = uvloop.run(run_all([(w, s) for w, s in configs], args.turns))
+    for line in comparison_lines([asdict(r) for r in results], before):
+        print(line, flush=True)
     if not args.no_write:
         _write(results, "python -m stint.lab.bench " + " ".join(argv or sys.argv[1:]))
     return 0

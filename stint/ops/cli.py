@@ -20,6 +20,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any, NoReturn
@@ -39,6 +40,7 @@ from stint.config.settings import (
 from stint.config.target import embedded_cluster, resolve_store_config, workspace_dir
 from stint.ops.admission import add_admission_parser, admission_json, run_admission
 from stint.ops.checks import run_checks
+from stint.ops.enqueue_lines import LineDefaults, items_from_lines
 from stint.ops.exit_codes import (
     COMMANDS,
     COMMON,
@@ -80,6 +82,7 @@ from stint.store.errors import (
     UnknownTurn,
 )
 from stint.store.input_rules import (
+    MAX_BATCH_TURNS,
     check_idempotency_key,
     check_pin,
     check_signal_name,
@@ -157,6 +160,10 @@ async def cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
+    if args.lines:
+        return await _enqueue_lines(settings, args)
+    if args.input_json is None:
+        raise UsageError("INPUT_JSON is required (or --lines, to read JSON lines on stdin)")
     text = read_text(args.input_json, sys.stdin.buffer)
     turn_input = parse_object(
         text, max_bytes=settings.max_input_bytes, max_depth=settings.max_input_depth
@@ -193,6 +200,43 @@ async def cmd_enqueue(settings: Settings, args: argparse.Namespace) -> int:
         return 0
 
     return await _with_client(config, enqueue)
+
+
+async def _enqueue_lines(settings: Settings, args: argparse.Namespace) -> int:
+    """``stint enqueue --lines``: every line's turn in one transaction, all or none;
+    one JSON line per turn queued, in input order."""
+    if args.input_json is not None or args.session or args.idempotency_key:
+        raise UsageError(
+            "--lines reads every turn from stdin: give no INPUT_JSON, --session or "
+            "--idempotency-key (each line has its own)"
+        )
+    if args.traceparent is not None and parse_traceparent(args.traceparent) is None:
+        raise UsageError("--traceparent must look like 00-<32 hex>-<16 hex>-<2 hex>")
+    defaults = LineDefaults(
+        tenant=enqueue_labels(args.tenant, check_tenant, "--tenant"),
+        pin=enqueue_labels(args.pin, check_pin, "--pin"),
+        timeout_seconds=_timeout(args.timeout) if args.timeout is not None else None,
+        busy=BusyStrategy(args.busy),
+        traceparent=args.traceparent,
+    )
+    items = items_from_lines(
+        read_text("-", sys.stdin.buffer),
+        defaults,
+        max_bytes=settings.max_input_bytes,
+        max_depth=settings.max_input_depth,
+    )
+
+    async def enqueue(client: ClientStore) -> int:
+        with span(SPAN_ENQUEUE, parent=args.traceparent):
+            traceparent = current_traceparent()
+            if traceparent is not None:
+                items[:] = [replace(item, traceparent=traceparent) for item in items]
+            results = await client.turns_enqueue_many(items)
+        for result in results:
+            print(json.dumps(result.as_json()))
+        return 0
+
+    return await _with_client(resolve_store_config(settings), enqueue)
 
 
 async def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
@@ -480,7 +524,17 @@ def build_parser() -> argparse.ArgumentParser:
         "limit (stint admission) refuses it",
     )
     p.add_argument(
-        "input_json", metavar="INPUT_JSON", help="the turn input, a JSON object; - reads stdin"
+        "input_json",
+        metavar="INPUT_JSON",
+        nargs="?",
+        help="the turn input, a JSON object; - reads stdin",
+    )
+    p.add_argument(
+        "--lines",
+        action="store_true",
+        help="read many turns from stdin, one JSON object a line: "
+        '{"input": {...}, "session": ID?, "idempotency_key": K?}; all are queued in one '
+        f"transaction or none is (at most {MAX_BATCH_TURNS}); one JSON line out per turn",
     )
     p.add_argument("--session", metavar="ID", help="an existing session's id")
     p.add_argument(

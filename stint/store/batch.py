@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from psycopg import AsyncConnection
-from psycopg.rows import TupleRow, class_row, tuple_row
+from psycopg.rows import AsyncRowFactory, TupleRow, class_row, tuple_row
 
 from stint.store.config import StoreConfig
 from stint.store.errors import StoreError
@@ -64,10 +64,6 @@ def now(value: T | Late[T]) -> T:
     return value.read() if isinstance(value, Late) else value
 
 
-def _sent(params: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: now(v) for k, v in params.items()}
-
-
 @dataclass
 class _Pending(Generic[R]):
     name: str
@@ -77,6 +73,15 @@ class _Pending(Generic[R]):
     lock_order: str
     future: asyncio.Future[Any]
     prelude: str | None = None
+    late: tuple[str, ...] = ()
+
+
+def _sent(pending: _Pending[Any]) -> Mapping[str, Any]:
+    """The parameters as sent: the ``Late`` ones (found once, at the submit) read
+    now; a statement without any is sent as queued, not copied."""
+    if not pending.late:
+        return pending.params
+    return {**pending.params, **{k: pending.params[k].read() for k in pending.late}}
 
 
 @dataclass
@@ -149,7 +154,8 @@ class StatementBatcher:
         prelude: str | None = None,
     ) -> Any:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(name, params, row, many, lock_order, future, prelude))
+        late = tuple(k for k, v in params.items() if type(v) is Late)
+        self._queue.append(_Pending(name, params, row, many, lock_order, future, prelude, late))
         self._start_flushes()
         return await future
 
@@ -218,18 +224,29 @@ async def _pipelined(conn: AsyncConnection[TupleRow], batch: list[_Pending[Any]]
     cursors = []
     async with conn.transaction(), conn.pipeline():
         for pending in batch:
-            params = _sent(pending.params)
+            params = _sent(pending)
             if pending.prelude is not None:
                 await run_numbered(conn, pending.prelude, params, tuple_row, interleave=False)
             cursors.append(
                 await run_numbered(
-                    conn, pending.name, params, class_row(pending.row), interleave=False
+                    conn, pending.name, params, _class_row(pending.row), interleave=False
                 )
             )
     return [
         await (cursor.fetchall() if pending.many else cursor.fetchone())
         for pending, cursor in zip(batch, cursors, strict=True)
     ]
+
+
+_ROW_FACTORIES: dict[type[Any], AsyncRowFactory[Any]] = {}
+
+
+def _class_row(row: type[R]) -> AsyncRowFactory[R]:
+    """psycopg's row factory for ``row``, made once per row class, not per statement."""
+    found = _ROW_FACTORIES.get(row)
+    if found is None:
+        found = _ROW_FACTORIES[row] = class_row(row)
+    return found
 
 
 def _settle(pending: _Pending[Any], outcome: Any) -> None:

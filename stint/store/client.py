@@ -8,6 +8,7 @@ operator's CLI); the API always passes its caller's tenant."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,12 +27,17 @@ from stint.store.admission import (
 )
 from stint.store.config import StoreConfig
 from stint.store.controls import stop_active_turn
+from stint.store.enqueue_batch import EnqueueItem, NotPlanned, planned_enqueue
+from stint.store.enqueue_batch import KeyedTurn as _KeyedTurn
+from stint.store.enqueue_batch import LockedSession as _LockedSession
 from stint.store.errors import (
     IdempotencyConflict,
     SessionBusy,
+    StoreError,
     UnknownSession,
 )
 from stint.store.fetch import fetch_all, fetch_one, fetch_optional
+from stint.store.input_rules import check_batch_size
 from stint.store.models import (
     EnqueueResult,
     Event,
@@ -48,27 +54,11 @@ from stint.store.pool import Pool
 from stint.store.translate import guarded
 from stint.store.vocabulary import BusyStrategy, ControlAction, SessionStatus, TurnStatus
 
-__all__ = ["ClientStore", "enqueue_in"]
+__all__ = ["ClientStore", "EnqueueItem", "enqueue_in"]
 
 # A worker row without a recorded lease (written before migration 0004) is live
 # while its heartbeat is younger than this.
 _LIVE_SECONDS = 90.0
-
-
-@dataclass(frozen=True)
-class _LockedSession:
-    tenant: str | None
-    queued_turns: int
-    last_turn_seq: int
-    lease_owner: str | None
-    lease_live: bool
-
-
-@dataclass(frozen=True)
-class _KeyedTurn:
-    id: UUID
-    seq: int
-    same_input: bool
 
 
 @dataclass(frozen=True)
@@ -237,6 +227,25 @@ async def enqueue_in(
     return EnqueueResult(sid, inserted.id, inserted.seq, created=True)
 
 
+async def _enqueue_item(
+    conn: AsyncConnection[TupleRow], config: StoreConfig, item: EnqueueItem
+) -> EnqueueResult:
+    return await enqueue_in(
+        conn,
+        config,
+        session_id=item.session_id,
+        idempotency_key=item.idempotency_key,
+        turn_input=item.turn_input,
+        tenant=item.tenant,
+        pin=item.pin,
+        timeout_seconds=item.timeout_seconds,
+        busy=item.busy,
+        within_tenant=item.within_tenant,
+        session_key=item.session_key,
+        traceparent=item.traceparent,
+    )
+
+
 @dataclass(frozen=True)
 class _Capacity:
     live_workers: int
@@ -284,25 +293,53 @@ class ClientStore:
         created. ``traceparent`` (the producer's W3C trace context) is stored with
         the turn, so the worker's span for it continues the producer's trace.
         """
-        async with (
-            guarded("turns_enqueue", self._config),
-            self._pool.connection() as conn,
-            conn.transaction(),
-        ):
-            return await enqueue_in(
-                conn,
-                self._config,
-                session_id=session_id,
-                idempotency_key=idempotency_key,
-                turn_input=turn_input,
-                tenant=tenant,
-                pin=pin,
-                timeout_seconds=timeout_seconds,
-                busy=busy,
-                within_tenant=within_tenant,
-                session_key=session_key,
-                traceparent=traceparent,
-            )
+        item = EnqueueItem(
+            idempotency_key,
+            turn_input,
+            session_id,
+            tenant,
+            pin,
+            timeout_seconds,
+            busy,
+            within_tenant,
+            session_key,
+            traceparent,
+        )
+        [result] = await self._enqueue([item], "turns_enqueue")
+        return result
+
+    async def turns_enqueue_many(self, items: Sequence[EnqueueItem]) -> list[EnqueueResult]:
+        """Queue many turns in one transaction, all or nothing: each item is
+        checked exactly as ``turns_enqueue`` checks one (its own idempotency key,
+        the same admission limits, counted with the items before it), and the
+        first refusal rolls every item back; the error names the item
+        (``item``: its index). One commit (one WAL flush) for the whole batch
+        instead of one per turn, and the statements of all items sent together
+        (``stint.store.enqueue_batch``), make it fast. Results are in item order.
+        ``InvalidInput`` for an empty batch or one over ``MAX_BATCH_TURNS``."""
+        check_batch_size(len(items))
+        return await self._enqueue(items, "turns_enqueue_many")
+
+    async def _enqueue(self, items: Sequence[EnqueueItem], operation: str) -> list[EnqueueResult]:
+        """One transaction: by the plan (``stint.store.enqueue_batch``: two round
+        trips, BEGIN and COMMIT included), else rolled back and done item by item."""
+        async with guarded(operation, self._config), self._pool.connection() as conn:
+            try:
+                async with conn.pipeline() as pipeline, conn.transaction():
+                    read = await planned_enqueue(conn, self._config, items, pipeline)
+                return await read()
+            except NotPlanned:
+                pass
+            results: list[EnqueueResult] = []
+            async with conn.transaction():
+                for index, item in enumerate(items):
+                    try:
+                        results.append(await _enqueue_item(conn, self._config, item))
+                    except StoreError as exc:
+                        if len(items) > 1:
+                            exc.context.setdefault("item", index)
+                        raise
+            return results
 
     async def sessions_create(self, *, tenant: str | None = None, pin: str | None = None) -> UUID:
         """A new idle session with no turns, if ``tenant``'s session limit admits it

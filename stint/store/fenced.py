@@ -45,8 +45,9 @@ async def run_fenced(
         "owner": claim.owner,
         "epoch": claim.epoch,
         "turn_id": turn_id,
-        "kinds": [kind for kind, _ in events],
-        "payloads": [Jsonb(dict(payload)) for _, payload in events],
+        # One jsonb parameter ([[kind, payload], ...]) unpacked in SQL: psycopg dumps it
+        # once, where a text[] and a jsonb[] were dumped element by element.
+        "events": Jsonb([[kind, dict(payload)] for kind, payload in events]),
         "events_channel": config.events_channel,
         "work_channel": config.work_channel,
         **extra,

@@ -38,7 +38,7 @@ async def run_numbered(
         await gate(name)
     statement = numbered(name)
     cur = AsyncRawCursor(conn, row_factory=row_factory)
-    await cur.execute(statement.text, statement.values(params))
+    await cur.execute(statement.encoded, statement.values(params))
     return cur
 
 

@@ -17,7 +17,9 @@ refusals are ``InvalidInput`` (exit 2; HTTP 422, or 413 for a size).
 - a **turn input**, an **answer** or a **signal payload** is JSON that jsonb stores exactly
   (``stint.store.jsonvalues``: no NaN, no number that is not what it says,
   ``1e-400`` included), nested at most ``STINT_MAX_INPUT_DEPTH`` and at most
-  ``STINT_MAX_INPUT_BYTES`` as compact JSON.
+  ``STINT_MAX_INPUT_BYTES`` as compact JSON;
+- a **batch enqueue** holds 1..``MAX_BATCH_TURNS`` turns (one transaction: a
+  bound on what one request may hold locked and keep in memory).
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ from stint.store.jsonvalues import json_depth, load_storable_json
 
 __all__ = [
     "IDEMPOTENCY_KEY_PATTERN",
+    "MAX_BATCH_TURNS",
     "PIN_PATTERN",
     "SIGNAL_NAME_PATTERN",
     "TENANT_PATTERN",
     "InputTooLarge",
     "answer_from_text",
+    "check_batch_size",
     "check_idempotency_key",
     "check_pin",
     "check_signal_name",
@@ -48,6 +52,8 @@ TENANT_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
 PIN_PATTERN = r"^[A-Za-z0-9._:/-]{1,200}$"
 IDEMPOTENCY_KEY_PATTERN = r"^[!-~]{1,200}$"
 SIGNAL_NAME_PATTERN = r"^[A-Za-z0-9._:-]{1,100}$"
+
+MAX_BATCH_TURNS = 1000
 
 _TENANT = re.compile(TENANT_PATTERN)
 _PIN = re.compile(PIN_PATTERN)
@@ -90,6 +96,15 @@ def check_signal_name(name: str, what: str = "signal name") -> str:
             f"{what} must be 1..100 characters of letters, digits, '.', '_', ':' or '-'"
         )
     return name
+
+
+def check_batch_size(count: int) -> int:
+    """Refuse an empty batch enqueue, or one of more than ``MAX_BATCH_TURNS`` turns."""
+    if not 1 <= count <= MAX_BATCH_TURNS:
+        raise InvalidInput(
+            f"a batch holds 1..{MAX_BATCH_TURNS} turns, not {count}; nothing was written"
+        )
+    return count
 
 
 def json_size(value: Any) -> int:

@@ -109,16 +109,21 @@ class Numbered:
     name: str
     text: LiteralString
     names: tuple[str, ...]
+    encoded: bytes = b""
+    """``text`` as sent (UTF-8), encoded once: psycopg encodes a ``str`` on every execution."""
 
     def values(self, params: Mapping[str, Any]) -> list[Any] | None:
         """The parameters in placeholder order; None for a statement without any
         (sent as a simple query, so a text of several statements still runs)."""
         if not self.names:
             return None
-        missing = [n for n in self.names if n not in params]
-        if missing:
-            raise ConfigError("SQL parameter not given", statement=self.name, missing=missing)
-        return [params[n] for n in self.names]
+        try:
+            return [params[n] for n in self.names]
+        except KeyError:
+            missing = [n for n in self.names if n not in params]
+            raise ConfigError(
+                "SQL parameter not given", statement=self.name, missing=missing
+            ) from None
 
 
 @cache
@@ -131,7 +136,7 @@ def numbered(name: str) -> Numbered:
 
     # Only placeholders were replaced, by ``$n``: the text is still the shipped file's.
     text: LiteralString = _PLACEHOLDER.sub(number, query(name)).replace("%%", "%")
-    return Numbered(name, text, tuple(numbers))
+    return Numbered(name, text, tuple(numbers), text.encode())
 
 
 def fragments() -> set[str]:

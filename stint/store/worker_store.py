@@ -41,6 +41,7 @@ from stint.store.models import (
 from stint.store.pool import Pool
 from stint.store.quotas import QuotaStore
 from stint.store.retention import RetentionStore
+from stint.store.textarray import text_array
 from stint.store.translate import guarded
 from stint.store.vocabulary import StepKind, StepStatus, TurnStatus, WorkerState
 from stint.store.waits import WaitStore
@@ -205,7 +206,7 @@ class SqlWorkerStore:
         limit is read as the claim is sent)."""
         params = {
             "owner": owner,
-            "pins": list(pins),
+            "pins": text_array(pins),
             "limit": limit,
             "lease_seconds": lease_seconds,
             "events_channel": self._config.events_channel,
@@ -333,7 +334,7 @@ class SqlWorkerStore:
             release=release,
             reason=reason,
             claim_next=claim_next,
-            pins=list(pins),
+            pins=text_array(pins),
             finishing_session=claim.session_id,
             limit=1,
             lease_seconds=lease_seconds,

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -119,23 +118,48 @@ def parent_context(traceparent: str | None) -> Context | None:
     return trace.set_span_in_context(NonRecordingSpan(remote))
 
 
-@contextmanager
+class _Untraced:
+    """What ``span`` opens while no tracer provider is installed (tracing off) and
+    no remote parent is given: nothing. The span it hands out is the active one
+    (what OpenTelemetry's no-op tracer would make: a non-recording span of the
+    same context), so a traceparent read inside still names the producer's
+    trace; no context is switched, no generator made, nothing per turn."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> trace.Span:
+        return trace.get_current_span()
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_UNTRACED = _Untraced()
+
+
+def _tracing_on() -> bool:
+    """Is a tracer provider installed (``setup_tracing``, or a test's own)?"""
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def span(
     name: str,
     *,
     parent: str | None = None,
     record_errors: bool = True,
     **attributes: str | int | float | bool,
-) -> Iterator[trace.Span]:
+) -> AbstractContextManager[trace.Span]:
     """Open a span named from ``stint.telemetry.names``, as a child of the active
     span, or of the remote span ``parent`` (a traceparent) when one is given.
     ``record_errors=False`` for a block whose exception is control flow (a turn
-    parking on a question), not a failure."""
-    with _tracer.start_as_current_span(
+    parking on a question), not a failure. Off (no provider) and without a
+    parent, it costs nothing (``_Untraced``)."""
+    if parent is None and not _tracing_on():
+        return _UNTRACED
+    return _tracer.start_as_current_span(
         name,
         context=parent_context(parent),
         attributes=attributes,
         record_exception=record_errors,
         set_status_on_exception=record_errors,
-    ) as current:
-        yield current
+    )

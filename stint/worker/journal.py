@@ -163,6 +163,10 @@ def _complete_lines(content: bytes) -> list[bytes]:
 
 
 def _find(content: bytes, key: str) -> dict[str, Any] | None:
+    # Every line was written by ``append`` with json.dumps' defaults for strings, so
+    # a key whose encoding is nowhere in the file is in no line: no line parsed.
+    if json.dumps(key).encode() not in content:
+        return None
     for raw in _complete_lines(content):
         entry: dict[str, Any] = json.loads(raw)
         if entry.get("key") == key:

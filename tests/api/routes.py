@@ -18,6 +18,9 @@ PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
 BODIES: dict[tuple[str, str], dict[str, object]] = {
     ("POST", "/v1/sessions"): {},
     ("POST", "/v1/sessions/{session_id}/turns"): {"input": {"min_wait_ms": 0}},
+    ("POST", "/v1/turns/batch"): {
+        "turns": [{"session_id": "00000000-0000-0000-0000-000000000000", "input": {}}]
+    },
     ("POST", "/v1/sessions/{session_id}/cancel"): {"reason": "test"},
     ("POST", "/v1/sessions/{session_id}/interrupt"): {"reason": "test"},
     ("POST", "/v1/sessions/{session_id}/answers"): {"step_key": "ask-x", "answer": "yes"},

@@ -134,8 +134,12 @@ async def test_collections_show_only_the_callers_tenant(
         "/v1/status",
         "/v1/schedules",
         "/v1/webhooks",
+        "/v1/turns/batch",
     }
     a_session, _ = await _a_session_with_a_turn(http, keys)
+    batch = {"turns": [{"session_id": a_session, "input": {}}]}
+    refused = await http.post("/v1/turns/batch", json=batch, headers=bearer(keys.b))
+    assert refused.status_code == 404, refused.text
     b_created = await http.post("/v1/sessions", json={}, headers=bearer(keys.b))
     assert b_created.status_code == 201 and b_created.json()["tenant"] == "b"
     b_session = b_created.json()["id"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from psycopg.types.json import Jsonb
 
 from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
@@ -86,8 +87,7 @@ async def test_the_finish_reads_the_turn_and_the_session_by_key(
             "owner": "w",
             "epoch": 1,
             "turn_id": uuid.uuid4(),
-            "kinds": ["turn.completed"],
-            "payloads": ["{}"],
+            "events": Jsonb([["turn.completed", {}]]),
             "events_channel": db.config.events_channel,
             "work_channel": db.config.work_channel,
             "finishing_session": uuid.uuid4(),

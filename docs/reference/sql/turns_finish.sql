@@ -127,16 +127,17 @@ started AS (
                    THEN extract(epoch FROM stamp.at - t.enqueued_at)::float8 END AS queue_wait
 ),
 log_new AS (
-    SELECT %(session_id)s::uuid AS session_id, %(turn_id)s::uuid AS turn_id, e.kind, e.payload,
+    SELECT %(session_id)s::uuid AS session_id, %(turn_id)s::uuid AS turn_id,
+           e.item ->> 0 AS kind, e.item -> 1 AS payload,
            %(epoch)s::bigint AS lease_epoch, e.ord
     FROM finishing,
-         unnest(%(kinds)s::text[], %(payloads)s::jsonb[]) WITH ORDINALITY AS e (kind, payload, ord)
+         jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS e (item, ord)
     UNION ALL
     SELECT started.session_id, started.id, 'turn.started',
            jsonb_build_object('attempt', started.attempts, 'worker', %(owner)s::text),
            started.epoch,
            CASE WHEN started.session_id = %(session_id)s
-                THEN cardinality(%(kinds)s::text[]) + 1 ELSE 1 END
+                THEN jsonb_array_length(%(events)s::jsonb) + 1 ELSE 1 END
     FROM started
 ), bump_finished AS (
     UPDATE sessions

@@ -102,3 +102,16 @@ ORDER BY a.tenant = '*' DESC, a.tenant
 
 -- name: admission_backlog
 SELECT coalesce(sum(queued_turns), 0)::bigint AS backlog FROM sessions WHERE queued_turns > 0
+
+-- name: admission_effective_for_session
+-- admission_effective for the tenant of session %(session_id)s. A session's
+-- tenant never changes, so this needs no lock and may go out in the same round
+-- trip as the session's lock (the batch and single enqueue's plan).
+SELECT coalesce(t.max_queued, d.max_queued) AS max_queued,
+       coalesce(t.max_running, d.max_running) AS max_running,
+       coalesce(t.max_session_queue, d.max_session_queue) AS max_session_queue,
+       d.global_backlog,
+       coalesce(t.max_sessions, d.max_sessions) AS max_sessions
+FROM admission_limits d
+LEFT JOIN admission_limits t ON t.tenant = (SELECT tenant FROM sessions WHERE id = %(session_id)s)
+WHERE d.tenant = '*'

@@ -49,12 +49,14 @@ log_append AS (
 )
 
 -- name: log_new_from_params
--- Fragment: log_new from the statement's %(kinds)s and %(payloads)s, written
--- for %(turn_id)s under this worker's lease epoch.
+-- Fragment: log_new from the statement's %(events)s, one JSON array of
+-- [kind, payload] pairs (one parameter dumped once, not two arrays dumped
+-- element by element), written for %(turn_id)s under this worker's lease epoch.
 log_new AS (
-    SELECT %(session_id)s::uuid AS session_id, %(turn_id)s::uuid AS turn_id, e.kind, e.payload,
+    SELECT %(session_id)s::uuid AS session_id, %(turn_id)s::uuid AS turn_id,
+           e.item ->> 0 AS kind, e.item -> 1 AS payload,
            %(epoch)s::bigint AS lease_epoch, e.ord
-    FROM unnest(%(kinds)s::text[], %(payloads)s::jsonb[]) WITH ORDINALITY AS e (kind, payload, ord)
+    FROM jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS e (item, ord)
 )
 
 -- name: lease_fence

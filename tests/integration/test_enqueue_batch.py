@@ -1,0 +1,69 @@
+"""The batch enqueue in the store: the plan and the item-by-item way give the same
+answers, batches over the same sessions never deadlock, and a refusal writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from stint.postgres.scratch import ScratchTarget
+from stint.store.client import ClientStore, EnqueueItem
+from stint.store.config import ROLE_CLI
+from stint.store.errors import AdmissionRefused, InvalidInput
+from stint.store.pool import Pool, open_pool
+from stint.store.vocabulary import AdmissionLimit
+from tests.workers import count_rows, fetch, set_limits
+
+
+async def test_batches_over_the_same_sessions_in_opposite_orders_both_commit(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    client = ClientStore(db.config, pool)
+    sessions = [await client.sessions_create() for _ in range(6)]
+    other = await open_pool(db.config, ROLE_CLI, min_size=1, max_size=1)
+    try:
+        second = ClientStore(db.config, other)
+        forward = [EnqueueItem(f"f{i}", {"i": i}, s) for i, s in enumerate(sessions)]
+        backward = [EnqueueItem(f"b{i}", {"i": i}, s) for i, s in enumerate(sessions[::-1])]
+        for _ in range(5):
+            await asyncio.gather(
+                client.turns_enqueue_many(forward), second.turns_enqueue_many(backward)
+            )
+    finally:
+        await other.close()
+    rows = await fetch(pool, "SELECT session_id, array_agg(seq ORDER BY seq) FROM turns GROUP BY 1")
+    assert {sid: list(seqs) for sid, seqs in rows} == {s: [1, 2] for s in sessions}
+
+
+async def test_a_tenant_limit_is_counted_turn_by_turn_and_a_refusal_writes_nothing(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    client = ClientStore(db.config, pool)
+    await set_limits(pool, db.config, {AdmissionLimit.MAX_QUEUED: 2}, tenant="acme")
+    items = [EnqueueItem(f"k{i}", {"i": i}, tenant="acme") for i in range(3)]
+    with pytest.raises(AdmissionRefused) as refused:
+        await client.turns_enqueue_many(items)
+    assert refused.value.context["item"] == 2
+    assert await count_rows(pool, "turns") == 0
+    assert await count_rows(pool, "sessions") == 0
+    queued = await client.turns_enqueue_many(items[:2])
+    assert [q.created for q in queued] == [True, True]
+
+
+async def test_one_key_twice_in_a_batch_is_one_turn(db: ScratchTarget, pool: Pool) -> None:
+    client = ClientStore(db.config, pool)
+    sid = await client.sessions_create()
+    same = EnqueueItem("k", {"a": 1}, sid)
+    first, again = await client.turns_enqueue_many([same, same])
+    assert (first.turn_id, first.created, again.created) == (again.turn_id, True, False)
+    assert await count_rows(pool, "turns") == 1
+
+
+@pytest.mark.parametrize("count", [0, 1001])
+async def test_an_empty_or_oversized_batch_is_refused(
+    db: ScratchTarget, pool: Pool, count: int
+) -> None:
+    items = [EnqueueItem(f"k{i}", {}) for i in range(count)]
+    with pytest.raises(InvalidInput, match=r"a batch holds 1\.\.1000 turns"):
+        await ClientStore(db.config, pool).turns_enqueue_many(items)

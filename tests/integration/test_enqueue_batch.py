@@ -10,7 +10,7 @@ import pytest
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore, EnqueueItem
 from stint.store.config import ROLE_CLI
-from stint.store.errors import AdmissionRefused, InvalidInput
+from stint.store.errors import AdmissionRefused, InvalidInput, SessionLimitReached
 from stint.store.pool import Pool, open_pool
 from stint.store.vocabulary import AdmissionLimit
 from tests.workers import count_rows, fetch, set_limits
@@ -49,6 +49,27 @@ async def test_a_tenant_limit_is_counted_turn_by_turn_and_a_refusal_writes_nothi
     assert await count_rows(pool, "sessions") == 0
     queued = await client.turns_enqueue_many(items[:2])
     assert [q.created for q in queued] == [True, True]
+
+
+async def test_a_session_limit_holds_for_a_batch_and_for_one_enqueue(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    """New sessions of a tenant with ``max_sessions`` are counted one by one, as the
+    single enqueue counts them: the plan's sessions are rolled back, not kept."""
+    client = ClientStore(db.config, pool)
+    await set_limits(pool, db.config, {AdmissionLimit.MAX_SESSIONS: 2}, tenant="acme")
+    items = [EnqueueItem(f"k{i}", {"i": i}, tenant="acme") for i in range(3)]
+    with pytest.raises(SessionLimitReached) as refused:
+        await client.turns_enqueue_many(items)
+    assert refused.value.context["item"] == 2
+    assert await count_rows(pool, "turns") == 0
+    assert await count_rows(pool, "sessions") == 0
+    assert len(await client.turns_enqueue_many(items[:2])) == 2
+    with pytest.raises(SessionLimitReached):
+        await client.turns_enqueue(
+            session_id=None, idempotency_key="k9", turn_input={}, tenant="acme"
+        )
+    assert await count_rows(pool, "sessions") == 2
 
 
 async def test_one_key_twice_in_a_batch_is_one_turn(db: ScratchTarget, pool: Pool) -> None:

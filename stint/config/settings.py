@@ -167,6 +167,14 @@ class Settings(BaseSettings):
     health_port: int = Field(
         0, ge=0, le=65535, description="port serving /livez, /readyz and /metrics; 0 means off"
     )
+    health_port_file: str = Field(
+        "",
+        description=(
+            "write the health port to this file once it is served; with health_port 0 the"
+            " worker then serves on a loopback port the OS picks (several workers sharing a"
+            " host network, each probed inside its own container)"
+        ),
+    )
     log_format: str = Field(
         "text", pattern=r"^(text|json)$", description="log lines as text, or one JSON object each"
     )
@@ -485,6 +493,11 @@ class Settings(BaseSettings):
         hidden = [password] if password else []
         webhook_key = self.webhook_key.get_secret_value()
         return [*hidden, webhook_key] if webhook_key else hidden
+
+    def serves_health(self) -> bool:
+        """A health endpoint is served: on a port given, or on a loopback port the OS
+        picks when only the port file is given."""
+        return self.health_port != 0 or bool(self.health_port_file)
 
     def store_config(self, conninfo: str) -> StoreConfig:
         """The store's view of these settings, for a resolved connection string."""

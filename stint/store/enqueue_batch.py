@@ -4,11 +4,12 @@ Queued one after another, each turn of a batch costs the single enqueue's round
 trips (create or lock its session, look its key up, read its tenant's limits,
 insert). Here the statements that do not depend on each other go out together
 in a pipeline, for every turn of the batch at once: the session locks (in
-session id order, so two batches never deadlock), key look-ups, session
-creations and limits reads in one round trip, the limits of tenants first seen
-on a lock in a second, every insert in a third. The checks between are the
-single enqueue's, made in Python in item order, counting the batch's own
-turns.
+session id order, so two batches never deadlock), key look-ups, the new
+sessions (one statement for all of them) and limits reads in one round trip,
+then the inserts with the COMMIT: one statement per turn of an existing
+session, one for the first turns of all the new sessions. The checks between
+are the single enqueue's, made in Python in item order, counting the batch's
+own turns.
 
 Safe under READ COMMITTED as the single enqueue is: each statement of a
 pipeline takes its snapshot when it starts, after the statements before it
@@ -29,9 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from psycopg import AsyncConnection, AsyncPipeline, AsyncRawCursor
 from psycopg.rows import TupleRow, class_row
@@ -92,7 +92,15 @@ class KeyedTurn:
 @dataclass(frozen=True)
 class _Created:
     id: UUID
-    created_at: datetime
+
+
+@dataclass(frozen=True)
+class _First:
+    """A first turn that ``turns_insert_first`` inserted."""
+
+    session_id: UUID
+    id: UUID
+    seq: int
 
 
 @dataclass(frozen=True)
@@ -169,19 +177,27 @@ async def planned_enqueue(
         )
         for item in items
     ]
-    created = [
-        None
-        if item.session_id is not None
-        else await _send(
+    new_ids = {index: uuid4() for index, item in enumerate(items) if item.session_id is None}
+    creating = (
+        await _send(
             conn,
-            "sessions_create",
+            "sessions_create_many",
             _Created,
-            tenant=item.tenant,
-            pin=item.pin,
-            creation_key=item.session_key,
+            sessions=Jsonb(
+                [
+                    {
+                        "id": str(new_ids[index]),
+                        "tenant": items[index].tenant,
+                        "pin": items[index].pin,
+                        "creation_key": items[index].session_key,
+                    }
+                    for index in new_ids
+                ]
+            ),
         )
-        for item in items
-    ]
+        if new_ids
+        else None
+    )
     tenant_limits = {
         t: await _send(conn, "admission_effective", EffectiveLimits, tenant=t)
         for t in {item.tenant for item in items if item.session_id is None}
@@ -205,38 +221,80 @@ async def planned_enqueue(
         # A tenant's session count is serialised by its lock (admit_session): the
         # sessions this plan created are rolled back and made item by item.
         raise NotPlanned
-    results: list[EnqueueResult | tuple[UUID, _Cursor]] = []
+    created = {row.id for row in await creating.fetchall()} if creating is not None else set()
+    if len(created) != len(new_ids):
+        raise NotPlanned  # a session key was used before: found by key, item by item
+    results: list[EnqueueResult | tuple[UUID, _Cursor] | UUID] = []
+    first_turns: list[dict[str, Any]] = []
     for index, item in enumerate(items):
-        creating, cursor = created[index], keyed[index]
-        if creating is not None:
-            new = await creating.fetchone()
-            if new is None:
-                raise NotPlanned  # the session key was used before: found by key, item by item
-            sid = new.id
-            sessions[sid] = _Session(item.tenant, 0, 0)
-            limits[sid] = by_tenant[item.tenant]
-        else:
-            assert item.session_id is not None and cursor is not None
-            sid = item.session_id
-            existing = await cursor.fetchone()
-            if existing is not None:
-                if not existing.same_input:
-                    conflict = IdempotencyConflict(
-                        session=sid, idempotency_key=item.idempotency_key
-                    )
-                    raise _named(conflict, items, index)
-                results.append(EnqueueResult(sid, existing.id, existing.seq, created=False))
-                continue
+        if index in new_ids:
+            sid = new_ids[index]
+            try:
+                check_session_queue(
+                    by_tenant[item.tenant], session_id=sid, queued=0, tenant=item.tenant
+                )
+            except StoreError as exc:
+                raise _named(exc, items, index) from None
+            first_turns.append(_first_turn(sid, item))
+            results.append(sid)
+            continue
+        cursor = keyed[index]
+        assert item.session_id is not None and cursor is not None
+        sid = item.session_id
+        existing = await cursor.fetchone()
+        if existing is not None:
+            if not existing.same_input:
+                conflict = IdempotencyConflict(session=sid, idempotency_key=item.idempotency_key)
+                raise _named(conflict, items, index)
+            results.append(EnqueueResult(sid, existing.id, existing.seq, created=False))
+            continue
         try:
             insert = await _insert(conn, config, item, sessions[sid], sid, limits[sid])
         except StoreError as exc:
             raise _named(exc, items, index) from None
         results.append((sid, insert))
+    firsts = (
+        await _send(
+            conn,
+            "turns_insert_first",
+            _First,
+            turns=Jsonb(first_turns),
+            work_channel=config.work_channel,
+        )
+        if first_turns
+        else None
+    )
 
     async def read() -> list[EnqueueResult]:
-        return [r if isinstance(r, EnqueueResult) else await _inserted(*r) for r in results]
+        first = {row.session_id: row for row in await firsts.fetchall()} if firsts else {}
+        return [await _result(r, first) for r in results]
 
     return read
+
+
+def _first_turn(session_id: UUID, item: EnqueueItem) -> dict[str, Any]:
+    """One element of ``turns_insert_first``'s ``turns``."""
+    return {
+        "session_id": str(session_id),
+        "idempotency_key": item.idempotency_key,
+        "input": item.turn_input,
+        "timeout_seconds": item.timeout_seconds,
+        "traceparent": item.traceparent,
+        "busy": str(item.busy),
+    }
+
+
+async def _result(
+    planned: EnqueueResult | tuple[UUID, _Cursor] | UUID, first: dict[UUID, _First]
+) -> EnqueueResult:
+    """An item's result: found by its key, inserted on its session, or the first
+    turn of the session the batch made for it."""
+    if isinstance(planned, EnqueueResult):
+        return planned
+    if isinstance(planned, UUID):
+        row = first[planned]
+        return EnqueueResult(planned, row.id, row.seq, created=True)
+    return await _inserted(*planned)
 
 
 async def _insert(

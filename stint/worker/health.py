@@ -1,7 +1,11 @@
 """Worker health for orchestrators: liveness and readiness over plain HTTP.
 
 ``STINT_HEALTH_PORT`` (0 = off) serves two endpoints, each answering 200 or 503
-with a small JSON body of the figures it judged:
+with a small JSON body of the figures it judged. ``STINT_HEALTH_PORT_FILE`` names a
+file the served port is written to; with port 0 and that file, the worker serves on
+a loopback port the OS picks. That is for several workers sharing one host network
+(compose with ``network_mode: host``): no fixed port to collide on, and each
+container's probe reads its own worker's port from its own filesystem.
 
 - ``GET /livez``: the process's event loop keeps up (its lag is below a bound,
   a third of the lease by default). It does not ask the database: during an
@@ -18,7 +22,8 @@ The worker feeds a :class:`HealthState` (``renewed()``, ``renewal_failed()``,
 ``draining``, and a database probe); :func:`serve_health` runs the server and the loop-lag watcher
 beside it. No web framework: a request line in, one response out, connection
 closed. ``python -m stint.worker.health livez|readyz`` is the probe for
-Docker's HEALTHCHECK (exit 0 when healthy).
+Docker's HEALTHCHECK (exit 0 when healthy): the port from ``STINT_HEALTH_PORT``, or
+from the port file when the port is 0.
 
 Only the standard library is imported here, so the probe starts quickly.
 """
@@ -35,6 +40,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from stint.errors import StintError
@@ -165,23 +171,35 @@ class HealthState:
 
 @contextlib.asynccontextmanager
 async def serve_health(
-    port: int, state: HealthState, metrics: Exposition | None = None
+    port: int,
+    state: HealthState,
+    metrics: Exposition | None = None,
+    *,
+    port_file: Path | None = None,
 ) -> AsyncIterator[None]:
     """Serve ``/livez``, ``/readyz`` (and ``/metrics`` when given) on ``port`` (all
     interfaces) while the block runs, and sample the event loop's lag into
-    ``state``; port 0 serves nothing."""
-    if port == 0:
+    ``state``. Port 0 serves nothing, unless ``port_file`` is given: then a loopback
+    port the OS picks (only a probe beside the worker needs it). The port served is
+    written to ``port_file`` (whole, by a rename) and the file removed at the end."""
+    if port == 0 and port_file is None:
         yield
         return
+    host = None if port else "127.0.0.1"
     try:
         server = await asyncio.start_server(
-            lambda r, w: _answer(r, w, state, metrics), host=None, port=port, reuse_address=True
+            lambda r, w: _answer(r, w, state, metrics), host=host, port=port, reuse_address=True
         )
     except OSError as exc:
         raise HealthServerError(f"cannot serve health on port {port}: {exc.strerror}") from exc
+    served = int(server.sockets[0].getsockname()[1])
     watcher = asyncio.create_task(_watch_lag(state), name="health-lag")
-    log.info("health endpoints on port %d: /livez /readyz%s", port, " /metrics" if metrics else "")
     try:
+        if port_file is not None:
+            _write_port(port_file, served)
+        log.info(
+            "health endpoints on port %d: /livez /readyz%s", served, " /metrics" if metrics else ""
+        )
         yield
     finally:
         watcher.cancel()
@@ -189,6 +207,23 @@ async def serve_health(
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
         await server.wait_closed()
+        if port_file is not None:
+            _remove_port(port_file)
+
+
+def _remove_port(path: Path) -> None:
+    """No port file once nothing serves: a probe then says so instead of dialling."""
+    path.unlink(missing_ok=True)
+
+
+def _write_port(path: Path, port: int) -> None:
+    """The port, written whole: a probe never reads half a number."""
+    partial = path.with_name(path.name + ".partial")
+    try:
+        partial.write_text(f"{port}\n")
+        partial.replace(path)
+    except OSError as exc:
+        raise HealthServerError(f"cannot write the health port to {path}: {exc.strerror}") from exc
 
 
 async def _watch_lag(state: HealthState) -> None:
@@ -281,11 +316,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--port", type=int, default=None, help="health port (default: STINT_HEALTH_PORT)"
     )
+    parser.add_argument(
+        "--port-file",
+        default=None,
+        help="read the port from this file when the port is 0 (default: STINT_HEALTH_PORT_FILE)",
+    )
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)
     port = args.port if args.port is not None else int(os.environ.get("STINT_HEALTH_PORT", "0"))
+    port_file = args.port_file or os.environ.get("STINT_HEALTH_PORT_FILE", "")
+    if port <= 0 and port_file:
+        try:
+            port = int(Path(port_file).read_text().strip())
+        except (OSError, ValueError) as exc:
+            print(f"{args.check}: no health port in {port_file} yet ({exc})", file=sys.stderr)
+            return 1
     if port <= 0:
-        print(f"{args.check}: the health endpoint is off (STINT_HEALTH_PORT=0)", file=sys.stderr)
+        print(
+            f"{args.check}: the health endpoint is off"
+            " (STINT_HEALTH_PORT=0 and no STINT_HEALTH_PORT_FILE)",
+            file=sys.stderr,
+        )
         return 1
     return 0 if probe(port, args.check, host=args.host) else 1
 

@@ -246,8 +246,9 @@ async def _serve(settings: Settings) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     late = _LateMetrics()
-    metrics = late.render if settings.metrics and settings.health_port else None
-    async with serve_health(settings.health_port, health, metrics):
+    metrics = late.render if settings.metrics and settings.serves_health() else None
+    port_file = Path(settings.health_port_file) if settings.health_port_file else None
+    async with serve_health(settings.health_port, health, metrics, port_file=port_file):
         health.waiting_for_database("connecting")
         if not await wait_for_database(
             config, ROLE_WORKER, stop=stop, on_failure=health.waiting_for_database
@@ -324,7 +325,7 @@ def _metrics(
 ) -> Exposition | None:
     """The worker's /metrics, when it serves a health port and metrics are on;
     otherwise prometheus_client is never imported."""
-    if not (settings.metrics and settings.health_port):
+    if not (settings.metrics and settings.serves_health()):
         return None
     from stint.telemetry.metrics import (
         CONTENT_TYPE,

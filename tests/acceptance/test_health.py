@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import socket
-from collections.abc import AsyncIterator
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
@@ -75,6 +79,12 @@ def _via(proxy: FaultProxy, db: ScratchTarget) -> str:
     params = {k: str(v) for k, v in conninfo_to_dict(db.conninfo).items() if v is not None}
     params.pop("hostaddr", None)
     return make_conninfo(**{**params, "host": "127.0.0.1", "port": str(proxy.port)})
+
+
+def _port_in(path: Path) -> int | None:
+    """The port a worker wrote, once it wrote it."""
+    text = path.read_text() if path.exists() else ""
+    return int(text) if text.strip() else None
 
 
 async def _stopped(worker: WorkerProc) -> int:
@@ -153,3 +163,41 @@ async def test_a_taken_health_port_stops_the_worker_with_a_clear_message(
         assert await _stopped(worker) == 1
     assert "cannot serve health on port" in worker.log_text()
     assert cluster.db.conninfo not in worker.log_text()
+
+
+async def test_workers_sharing_a_host_network_serve_health_on_ports_they_write_down(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """Compose's host networking: port 0 with a port file gives each worker a loopback
+    port the OS picks, written to its own file; the probe finds it there."""
+    files = [tmp_path / "a.port", tmp_path / "b.port"]
+    workers = [
+        cluster.start_worker(slots=1, health_port=0, health_port_file=str(path)) for path in files
+    ]
+
+    def written(path: Path) -> Callable[[], Awaitable[int | None]]:
+        async def port() -> int | None:
+            return _port_in(path)
+
+        return port
+
+    ports = [await wait_until(written(path), what=f"{path.name} written") for path in files]
+    assert ports[0] != ports[1]
+    for port in ports:
+        await wait_until(_answers(port, "/readyz", 200, database_ok=True), what="ready")
+    probe = [sys.executable, "-m", "stint.worker.health", "livez"]
+    for path in files:
+        env = {**os.environ, "STINT_HEALTH_PORT": "0", "STINT_HEALTH_PORT_FILE": str(path)}
+        done = await asyncio.to_thread(
+            subprocess.run, probe, env=env, capture_output=True, text=True, timeout=30
+        )
+        assert done.returncode == 0, done.stderr
+    for worker in workers:
+        worker.signal(signal.SIGTERM)
+        assert await _stopped(worker) == 0
+    assert not any(path.exists() for path in files)
+    env = {**os.environ, "STINT_HEALTH_PORT": "0", "STINT_HEALTH_PORT_FILE": str(files[0])}
+    gone = await asyncio.to_thread(
+        subprocess.run, probe, env=env, capture_output=True, text=True, timeout=30
+    )
+    assert gone.returncode == 1 and "no health port" in gone.stderr

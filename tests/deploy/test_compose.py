@@ -163,6 +163,13 @@ async def test_compose_up_runs_turns_and_stop_drains_the_workers(
 
     await wait_until(api_ready, what="the API container ready", within=60)
 
+    async def workers_healthy() -> bool:
+        # Each worker's healthcheck probes the port its worker wrote in its container.
+        health = [engine.state(container).get("Health", {}) for container in workers]
+        return all(h.get("Status") == "healthy" for h in health)
+
+    await wait_until(workers_healthy, what="each worker container healthy", within=90)
+
     # Workers (their pool and LISTEN connections) and the API log in as the app role.
     logins = await _logins(pool)
     for name in ("stint-worker-pool", "stint-worker-listen", "stint-api"):

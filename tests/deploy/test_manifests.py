@@ -413,6 +413,9 @@ def test_the_compose_file_migrates_first_and_stops_after_the_drain() -> None:
     assert env["STINT_AUTO_MIGRATE"] == "false"
     assert _seconds(worker["stop_grace_period"]) >= float(env["STINT_DRAIN_SECONDS"]) + 10
     assert worker["volumes"] == ["workspace:/var/lib/stint/workspace"]
+    # Host networking: no fixed health port, a port file the healthcheck reads.
+    assert env["STINT_HEALTH_PORT"] == "0" and env["STINT_HEALTH_PORT_FILE"].startswith("/tmp/")
+    assert worker["healthcheck"]["test"][-3:] == ["-m", "stint.worker.health", "livez"]
 
     api = services["api"]
     assert api["image"] == engine.WORKER_IMAGE

@@ -88,3 +88,48 @@ async def test_an_empty_or_oversized_batch_is_refused(
     items = [EnqueueItem(f"k{i}", {}) for i in range(count)]
     with pytest.raises(InvalidInput, match=r"a batch holds 1\.\.1000 turns"):
         await ClientStore(db.config, pool).turns_enqueue_many(items)
+
+
+async def test_new_sessions_of_a_batch_each_get_their_own_first_turn_in_item_order(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    """The plan makes a batch's new sessions and their first turns with one statement
+    each: every result names the session holding its own input, ready to claim."""
+    client = ClientStore(db.config, pool)
+    existing = await client.sessions_create()
+    items = [
+        EnqueueItem("a", {"i": 0}, tenant="acme", pin="gpu", timeout_seconds=5.0),
+        EnqueueItem("b", {"i": 1}, existing),
+        EnqueueItem("c", {"i": 2}, session_key="nightly", traceparent=_TRACE),
+        EnqueueItem("d", {"i": 3}),
+    ]
+    queued = await client.turns_enqueue_many(items)
+    assert [q.created for q in queued] == [True] * 4
+    assert queued[1].session_id == existing
+    assert len({q.session_id for q in queued}) == 4
+    rows = await fetch(
+        pool,
+        "SELECT t.id, t.seq, t.input, t.timeout_seconds, t.traceparent, s.tenant, s.pin,"
+        " s.creation_key, s.status, s.queued_turns, s.last_turn_seq"
+        " FROM turns t JOIN sessions s ON s.id = t.session_id WHERE s.id = %s",
+        queued[0].session_id,
+    )
+    assert rows == [(queued[0].turn_id, 1, {"i": 0}, 5.0, None, "acme", "gpu", None, "ready", 1, 1)]
+    for q, item in zip(queued, items, strict=True):
+        [(turn_id, seq, turn_input)] = await fetch(
+            pool, "SELECT id, seq, input FROM turns WHERE session_id = %s", q.session_id
+        )
+        assert (turn_id, seq, turn_input) == (q.turn_id, q.seq, item.turn_input)
+    [(key_session, traceparent)] = await fetch(
+        pool,
+        "SELECT s.id, t.traceparent FROM sessions s JOIN turns t ON t.session_id = s.id"
+        " WHERE s.creation_key = 'nightly'",
+    )
+    assert (key_session, traceparent) == (queued[2].session_id, _TRACE)
+    # A session key used before: the batch goes item by item, and finds that session.
+    again = await client.turns_enqueue_many([items[2], EnqueueItem("e", {"i": 4})])
+    assert (again[0].session_id, again[0].created) == (queued[2].session_id, False)
+    assert again[1].created and await count_rows(pool, "sessions") == 5
+
+
+_TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

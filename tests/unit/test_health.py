@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,4 +184,26 @@ def test_probe_command_says_when_the_endpoint_is_off(
     assert main(["livez"]) == 1
     assert "off" in capsys.readouterr().err
     assert main(["readyz", "--port", str(_free_port())]) == 1
+    assert "no answer" in capsys.readouterr().err
+
+
+async def test_port_zero_with_a_port_file_serves_on_loopback_and_writes_the_port(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "health.port"
+    async with serve_health(0, HealthState(lease_seconds=30), port_file=path):
+        port = int(path.read_text())
+        assert await asyncio.to_thread(probe, port, "livez")
+    assert not path.exists()
+
+
+def test_probe_command_reads_the_port_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv("STINT_HEALTH_PORT", "0")
+    monkeypatch.setenv("STINT_HEALTH_PORT_FILE", str(tmp_path / "none.port"))
+    assert main(["livez"]) == 1
+    assert "no health port" in capsys.readouterr().err
+    (tmp_path / "dead.port").write_text(f"{_free_port()}\n")
+    assert main(["livez", "--port-file", str(tmp_path / "dead.port")]) == 1
     assert "no answer" in capsys.readouterr().err

@@ -194,6 +194,20 @@ VALUES (%(tenant)s, %(pin)s, %(creation_key)s)
 ON CONFLICT ((coalesce(tenant, '')), creation_key) WHERE creation_key IS NOT NULL DO NOTHING
 RETURNING id, created_at
 
+-- name: sessions_create_many
+-- New sessions for a batch enqueue, one per element of %(sessions)s (its id
+-- made by the caller, so each item knows its session without relying on the
+-- order of RETURNING). A creation key used before (or twice in the batch)
+-- inserts nothing for that element: fewer rows come back, and the caller
+-- enqueues the batch item by item instead. Safe under READ COMMITTED as
+-- sessions_create is: the unique index decides, waiting for a concurrent
+-- insert of the same key to commit.
+INSERT INTO sessions (id, tenant, pin, creation_key)
+SELECT r.id, r.tenant, r.pin, r.creation_key
+FROM jsonb_to_recordset(%(sessions)s) AS r(id uuid, tenant text, pin text, creation_key text)
+ON CONFLICT ((coalesce(tenant, '')), creation_key) WHERE creation_key IS NOT NULL DO NOTHING
+RETURNING id
+
 -- name: sessions_find_by_creation_key
 SELECT id, pin
 FROM sessions

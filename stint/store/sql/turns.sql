@@ -31,6 +31,36 @@ WITH added AS (
 )
 SELECT id, seq, pg_notify(%(work_channel)s, '') IS NULL AS notified FROM added
 
+-- name: turns_insert_first
+-- The first turn of each session a batch enqueue created in this transaction
+-- (sessions_create_many), one per element of %(turns)s, and one NOTIFY for
+-- them all. Safe under READ COMMITTED: those sessions are not committed yet,
+-- so no other transaction can see, lock or change them; each gets seq 1 and
+-- one queued turn.
+WITH given AS (
+    SELECT *
+    FROM jsonb_to_recordset(%(turns)s)
+         AS r(session_id uuid, idempotency_key text, input jsonb, timeout_seconds real,
+              traceparent text, busy text)
+), added AS (
+    INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds, traceparent,
+                       busy)
+    SELECT session_id, 1, idempotency_key, input, timeout_seconds, traceparent, busy
+    FROM given
+    RETURNING session_id, id, seq
+), counted AS (
+    UPDATE sessions s
+    SET last_turn_seq = 1,
+        queued_turns  = s.queued_turns + 1,
+        status        = CASE WHEN s.status = 'idle' THEN 'ready' ELSE s.status END,
+        ready_at      = CASE WHEN s.status = 'idle' THEN now() ELSE s.ready_at END,
+        updated_at    = now()
+    FROM given
+    WHERE s.id = given.session_id
+)
+SELECT added.session_id, added.id, added.seq
+FROM added, (SELECT pg_notify(%(work_channel)s, '')) AS notified
+
 -- name: turns_finish
 -- Under the lease: record a turn's terminal state and terminal events, then
 -- find the slot its next work in the same statement. The session keeps its

@@ -29,8 +29,9 @@ if (list) {
   const state = document.getElementById("stream-state");
   const panels = document.getElementById("panels");
   const source = new EventSource(list.dataset.stream);
-  // Events that change what the side panels show: questions, turns, the journal.
-  const reloads = /^(turn\.|approval\.|effect\.|tool\.returned|model\.returned)/;
+  // Events that change what the side panels show: questions, turns, the journal,
+  // waits, kept signals, the tree of children.
+  const reloads = /^(turn\.|approval\.|effect\.|tool\.returned|model\.returned|wait\.|signal\.|child\.)/;
   let pending = null;
   source.onopen = () => { state.textContent = "live"; state.className = "badge live"; };
   source.onerror = () => { state.textContent = "reconnecting"; state.className = "badge"; };

@@ -130,7 +130,7 @@ ORDER BY p.ord, c.created_at, c.child_id
 -- are kept unconsumed. With %(tenant)s set, only if the session is that
 -- tenant's.
 SELECT w.turn_id, t.seq AS turn_seq, w.step_key, w.kind, w.name, w.deadline, w.wait_all,
-       coalesce(w.children[1:%(children_shown)s], '{}') AS children,
+       coalesce(w.children[1:%(children_shown)s::int], '{}') AS children,
        coalesce(cardinality(w.children), 0) AS children_total,
        (SELECT count(*) FROM children k
         WHERE k.parent_id = w.session_id AND k.child_id = ANY (w.children)
@@ -154,7 +154,7 @@ LIMIT %(limit)s
 -- order waits consume them in), at most %(limit)s, each payload's text cut
 -- at %(payload_chars)s characters; with %(tenant)s set, only if the session
 -- is that tenant's.
-SELECT g.id, g.name, g.created_at, left(g.payload::text, %(payload_chars)s) AS payload_text,
+SELECT g.id, g.name, g.created_at, left(g.payload::text, %(payload_chars)s::int) AS payload_text,
        length(g.payload::text) > %(payload_chars)s AS payload_cut
 FROM signals g
 JOIN sessions s ON s.id = g.session_id

@@ -221,7 +221,9 @@ async def test_a_signal_is_judged_by_the_same_rules_at_every_door(
         )
         assert unknown.status_code == 404, unknown.text
         note = _note(
-            await dashboard.post(f"/dashboard/sessions/{other}/signal", data={**form, "name": "go"})
+            await dashboard.post(
+                f"/dashboard/sessions/{other}/signal", data={**form, "idempotency_key": "k2"}
+            )
         )
         assert note.startswith("signal not sent: ") and "session" in note.lower(), note
         assert await row_counts(pool) == before

@@ -59,4 +59,11 @@ if (list) {
     }
   };
   for (const kind of JSON.parse(list.dataset.kinds)) source.addEventListener(kind, show);
+  // A child's turn starting, waiting or ending is in the child's log, not this one:
+  // while the page draws children, the panels are also re-read every data-every ms.
+  if (panels) {
+    setInterval(() => {
+      if (panels.querySelector("li.child")) refresh(panels).catch(() => {});
+    }, Number(panels.dataset.every));
+  }
 }

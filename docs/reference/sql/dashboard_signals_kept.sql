@@ -3,7 +3,7 @@
 -- order waits consume them in), at most %(limit)s, each payload's text cut
 -- at %(payload_chars)s characters; with %(tenant)s set, only if the session
 -- is that tenant's.
-SELECT g.id, g.name, g.created_at, left(g.payload::text, %(payload_chars)s) AS payload_text,
+SELECT g.id, g.name, g.created_at, left(g.payload::text, %(payload_chars)s::int) AS payload_text,
        length(g.payload::text) > %(payload_chars)s AS payload_cut
 FROM signals g
 JOIN sessions s ON s.id = g.session_id

@@ -7,7 +7,7 @@
 -- are kept unconsumed. With %(tenant)s set, only if the session is that
 -- tenant's.
 SELECT w.turn_id, t.seq AS turn_seq, w.step_key, w.kind, w.name, w.deadline, w.wait_all,
-       coalesce(w.children[1:%(children_shown)s], '{}') AS children,
+       coalesce(w.children[1:%(children_shown)s::int], '{}') AS children,
        coalesce(cardinality(w.children), 0) AS children_total,
        (SELECT count(*) FROM children k
         WHERE k.parent_id = w.session_id AND k.child_id = ANY (w.children)

@@ -19,6 +19,7 @@ import httpx
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
 from stint.store.dashboard import DashboardStore
+from stint.store.dashboard_tree import TreeBounds
 from stint.store.pool import Pool
 from tests.api.conftest import ApiServer
 from tests.dashboard.conftest import Tokens, sign_in
@@ -131,6 +132,11 @@ async def test_a_thousand_child_tree_is_drawn_within_its_bounds(
     assert (await dashboard.children_tree(session_id=root, tenant="acme")).total == 10
     foreign = await dashboard.children_tree(session_id=root, tenant="other")
     assert (foreign.total, foreign.children) == (0, ())
+    # Children are counted up to the cap and no further ("50+ more").
+    capped = await dashboard.children_tree(
+        session_id=first, tenant="acme", bounds=TreeBounds(count_cap=50)
+    )
+    assert (capped.total, capped.more, capped.capped(capped.total)) == (50, 30, True)
 
 
 async def test_a_deep_chain_is_cut_after_three_levels_and_says_what_is_below(

@@ -15,13 +15,14 @@ from typing import Any
 from uuid import UUID
 
 from stint.store.config import StoreConfig
+from stint.store.dashboard_tree import ChildTree, TreeBounds, read_children_tree
 from stint.store.fetch import fetch_all
 from stint.store.models import SessionRecord, TurnRecord, WorkerRow
 from stint.store.pool import Pool
 from stint.store.translate import guarded
 from stint.store.vocabulary import SessionStatus
 
-__all__ = ["DashboardStore", "JournalEntry", "OpenQuestion"]
+__all__ = ["DashboardStore", "JournalEntry", "KeptSignal", "OpenQuestion", "OpenWait"]
 
 # A worker row without a recorded lease is live while its heartbeat is this young.
 _LIVE_SECONDS = 90.0
@@ -55,6 +56,34 @@ class OpenQuestion:
     step_key: str
     asked_at: datetime
     question: Any
+
+
+@dataclass(frozen=True)
+class OpenWait:
+    """What a turn waits on now (``ctx.sleep``, ``ctx.wait_for``, ``ctx.join``)."""
+
+    turn_id: UUID
+    turn_seq: int
+    step_key: str
+    kind: str  # timer, signal or children
+    name: str | None  # the signal's
+    deadline: datetime | None  # a timer's end, or a wait's timeout; None: none
+    wait_all: bool | None  # a join: all of the children, or any
+    children: list[UUID]  # a join's, the first few
+    children_total: int
+    children_ended: int
+    signals_kept: int  # signals of its name kept for it, not yet consumed
+
+
+@dataclass(frozen=True)
+class KeptSignal:
+    """A signal sent to the session that no wait has consumed yet."""
+
+    id: UUID
+    name: str
+    created_at: datetime
+    payload_text: str  # the payload as JSON text, cut at a page's length
+    payload_cut: bool
 
 
 @dataclass(frozen=True)
@@ -114,6 +143,47 @@ class DashboardStore:
         async with guarded("questions_open", self._config), self._pool.connection() as conn:
             return await fetch_all(
                 conn, OpenQuestion, "questions_open", session_id=session_id, tenant=tenant
+            )
+
+    async def children_tree(
+        self, *, session_id: UUID, tenant: str | None, bounds: TreeBounds | None = None
+    ) -> ChildTree:
+        """The session's children and theirs, as much as ``bounds`` lets a page show."""
+        return await read_children_tree(
+            self._config,
+            self._pool,
+            session_id=session_id,
+            tenant=tenant,
+            bounds=bounds or TreeBounds(),
+        )
+
+    async def waits_open(
+        self, *, session_id: UUID, tenant: str | None, children_shown: int = 20
+    ) -> list[OpenWait]:
+        async with guarded("dashboard_waits_open", self._config), self._pool.connection() as c:
+            return await fetch_all(
+                c,
+                OpenWait,
+                "dashboard_waits_open",
+                session_id=session_id,
+                tenant=tenant,
+                children_shown=children_shown,
+                limit=20,
+            )
+
+    async def signals_kept(
+        self, *, session_id: UUID, tenant: str | None, limit: int = 20
+    ) -> list[KeptSignal]:
+        """The oldest ``limit`` signals kept unconsumed (the order waits take them in)."""
+        async with guarded("dashboard_signals_kept", self._config), self._pool.connection() as c:
+            return await fetch_all(
+                c,
+                KeptSignal,
+                "dashboard_signals_kept",
+                session_id=session_id,
+                tenant=tenant,
+                limit=limit,
+                payload_chars=300,
             )
 
     async def workers(self) -> list[WorkerRow]:

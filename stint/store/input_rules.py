@@ -17,7 +17,8 @@ refusals are ``InvalidInput`` (exit 2; HTTP 422, or 413 for a size).
 - a **turn input**, an **answer** or a **signal payload** is JSON that jsonb stores exactly
   (``stint.store.jsonvalues``: no NaN, no number that is not what it says,
   ``1e-400`` included), nested at most ``STINT_MAX_INPUT_DEPTH`` and at most
-  ``STINT_MAX_INPUT_BYTES`` as compact JSON;
+  ``STINT_MAX_INPUT_BYTES`` as compact JSON (a signal's payload typed in the
+  dashboard's form: empty is null, as ``/v1`` without a body);
 - a **batch enqueue** holds 1..``MAX_BATCH_TURNS`` turns (one transaction: a
   bound on what one request may hold locked and keep in memory).
 """
@@ -46,6 +47,7 @@ __all__ = [
     "check_tenant",
     "check_value_size",
     "json_size",
+    "signal_payload_from_text",
 ]
 
 TENANT_PATTERN = r"^[A-Za-z0-9._-]{1,100}$"
@@ -136,3 +138,14 @@ def answer_from_text(text: str, *, max_bytes: int, max_depth: int) -> Any:
         spelled = text
     value = load_storable_json(spelled, max_depth=max_depth, what="the answer")
     return check_value_size(value, max_bytes=max_bytes, what="the answer")
+
+
+def signal_payload_from_text(text: str, *, max_bytes: int, max_depth: int) -> Any:
+    """A signal's payload typed in a dashboard form: nothing typed is null (as a
+    ``/v1`` send without a body), else the JSON value the text spells, judged as
+    ``/v1`` judges a payload (depth, storability, size). Text that is not JSON
+    is refused, not taken as a string: a mistyped object must not become one."""
+    if not text.strip():
+        return None
+    value = load_storable_json(text, max_depth=max_depth, what="the payload")
+    return check_value_size(value, max_bytes=max_bytes, what="the payload")

@@ -1,13 +1,15 @@
 """Acceptance: one set of input rules at every door (issue 22, finding 8).
 
-The CLI and the API judge tenants, pins, idempotency keys, numbers and
-idempotent retries by the same rules (``stint.store.input_rules``); each
-refusal writes nothing. Real ``stint`` and ``stint api`` processes."""
+The CLI and the API (and, for a signal, the dashboard's form) judge tenants,
+pins, idempotency keys, numbers and idempotent retries by the same rules
+(``stint.store.input_rules``); each refusal writes nothing. Real ``stint`` and
+``stint api`` processes."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import httpx
 
@@ -15,6 +17,7 @@ from stint.postgres.scratch import ScratchTarget
 from stint.store.pool import Pool
 from stint.store.vocabulary import AdmissionLimit
 from tests.api.conftest import ApiServer, Keys, bearer, row_counts
+from tests.dashboard.conftest import sign_in
 from tests.workers import Cluster, set_limits
 
 
@@ -166,42 +169,81 @@ async def test_sessions_past_the_tenants_limit_are_refused_by_the_cli_and_write_
     assert (acme["limits"]["max_sessions"], acme["usage"]["sessions"]) == (1, 1)
 
 
-async def test_a_signal_is_judged_by_the_same_rules_at_both_doors(
-    http: httpx.AsyncClient, keys: Keys, pool: Pool, cluster: Cluster
+def _note(response: httpx.Response) -> str:
+    """What the dashboard said of a form it took or refused (a redirect's note)."""
+    assert response.status_code == 303, response.text[:300]
+    return httpx.URL(response.headers["location"]).params["note"]
+
+
+async def test_a_signal_is_judged_by_the_same_rules_at_every_door(
+    api: ApiServer, http: httpx.AsyncClient, keys: Keys, pool: Pool, cluster: Cluster
 ) -> None:
     session_id = (await http.post("/v1/sessions", json={}, headers=bearer(keys.a))).json()["id"]
     other = (await http.post("/v1/sessions", json={}, headers=bearer(keys.b))).json()["id"]
-    before = await row_counts(pool)
-    for name in ("a b", "x" * 101, "é"):
-        code, out, err = await _cli(cluster, "signal", session_id, name, "{}")
-        assert (code, out) == (2, ""), (name, err)
-        assert "NAME must be 1..100 characters" in err, err
+    async with httpx.AsyncClient(base_url=api.base_url, timeout=30) as dashboard:
+        assert (await sign_in(dashboard, keys.a)).status_code == 303
+        page = (await dashboard.get(f"/dashboard/sessions/{session_id}")).text
+        found = re.search(r'name="csrf" value="([0-9a-f]{64})"', page)
+        assert found, "no CSRF token on the page"
+        csrf, form_url = found[1], f"/dashboard/sessions/{session_id}/signal"
+        before = await row_counts(pool)
+        for name in ("a b", "x" * 101, "é"):
+            code, out, err = await _cli(cluster, "signal", session_id, name, "{}")
+            assert (code, out) == (2, ""), (name, err)
+            assert "NAME must be 1..100 characters" in err, err
+            refused = await http.post(
+                f"/v1/sessions/{session_id}/signals/{name}", json={}, headers=bearer(keys.a)
+            )
+            assert refused.status_code == 422, (name, refused.text)
+            note = _note(await dashboard.post(form_url, data={"csrf": csrf, "name": name}))
+            assert note.startswith("signal not sent: the signal's name must be 1..100"), note
+        deep = '{"a": ' * 200 + "1" + "}" * 200
+        code, _, err = await _cli(cluster, "signal", session_id, "go", deep)
+        assert code == 2, err
         refused = await http.post(
-            f"/v1/sessions/{session_id}/signals/{name}", json={}, headers=bearer(keys.a)
+            f"/v1/sessions/{session_id}/signals/go",
+            content=f'{{"payload": {deep}}}'.encode(),
+            headers={**bearer(keys.a), "Content-Type": "application/json"},
         )
-        assert refused.status_code == 422, (name, refused.text)
-    deep = '{"a": ' * 200 + "1" + "}" * 200
-    code, _, err = await _cli(cluster, "signal", session_id, "go", deep)
-    assert code == 2, err
-    refused = await http.post(
-        f"/v1/sessions/{session_id}/signals/go",
-        content=f'{{"payload": {deep}}}'.encode(),
-        headers={**bearer(keys.a), "Content-Type": "application/json"},
-    )
-    assert refused.status_code in (400, 422), refused.text
-    code, _, err = await _cli(cluster, "signal", session_id, "go", "--idempotency-key", "k\x07")
-    assert code == 2 and "idempotency-key must be" in err, err
-    # Another tenant's session is unknown to the key, as everywhere.
-    unknown = await http.post(f"/v1/sessions/{other}/signals/go", json={}, headers=bearer(keys.a))
-    assert unknown.status_code == 404, unknown.text
-    assert await row_counts(pool) == before
-    sent = await http.post(
-        f"/v1/sessions/{session_id}/signals/go",
-        json={"payload": 1},
-        headers={**bearer(keys.a), "Idempotency-Key": "k1"},
-    )
-    assert sent.status_code == 201, sent.text
-    code, out, err = await _cli(cluster, "signal", session_id, "go", "2", "--idempotency-key", "k1")
-    assert code == 2 and "idempotency key" in err, err
-    code, out, err = await _cli(cluster, "signal", session_id, "go", "1", "--idempotency-key", "k1")
-    assert code == 0 and json.loads(out)["signal_id"] == sent.json()["signal_id"], err
+        assert refused.status_code in (400, 422), refused.text
+        note = _note(
+            await dashboard.post(form_url, data={"csrf": csrf, "name": "go", "payload": deep})
+        )
+        assert note.startswith("signal not sent: ") and "deeper than the limit" in note, note
+        code, _, err = await _cli(cluster, "signal", session_id, "go", "--idempotency-key", "k\x07")
+        assert code == 2 and "idempotency-key must be" in err, err
+        form = {"csrf": csrf, "name": "go", "idempotency_key": "k\x07"}
+        note = _note(await dashboard.post(form_url, data=form))
+        assert note.startswith("signal not sent: idempotency key must be"), note
+        # Another tenant's session is unknown to the key, as everywhere.
+        unknown = await http.post(
+            f"/v1/sessions/{other}/signals/go", json={}, headers=bearer(keys.a)
+        )
+        assert unknown.status_code == 404, unknown.text
+        note = _note(
+            await dashboard.post(
+                f"/dashboard/sessions/{other}/signal", data={**form, "idempotency_key": "k2"}
+            )
+        )
+        assert note.startswith("signal not sent: ") and "session" in note.lower(), note
+        assert await row_counts(pool) == before
+        sent = await http.post(
+            f"/v1/sessions/{session_id}/signals/go",
+            json={"payload": 1},
+            headers={**bearer(keys.a), "Idempotency-Key": "k1"},
+        )
+        assert sent.status_code == 201, sent.text
+        code, out, err = await _cli(
+            cluster, "signal", session_id, "go", "2", "--idempotency-key", "k1"
+        )
+        assert code == 2 and "idempotency key" in err, err
+        retry = {"csrf": csrf, "name": "go", "idempotency_key": "k1"}
+        note = _note(await dashboard.post(form_url, data={**retry, "payload": "2"}))
+        assert note.startswith("signal not sent: ") and "idempotency key" in note, note
+        assert await row_counts(pool) == {**before, "signals": 1, "events": before["events"] + 1}
+        note = _note(await dashboard.post(form_url, data={**retry, "payload": "1"}))
+        assert note == "signal go was sent already (the same idempotency key)", note
+        code, out, err = await _cli(
+            cluster, "signal", session_id, "go", "1", "--idempotency-key", "k1"
+        )
+        assert code == 0 and json.loads(out)["signal_id"] == sent.json()["signal_id"], err

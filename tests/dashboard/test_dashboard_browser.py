@@ -1,6 +1,7 @@
 """The dashboard in Chromium (Playwright, headless), against a real API and real
 workers: sign in, read the overview and the workers, filter sessions, watch a
-turn's events arrive live, answer a parked question, cancel a running turn.
+turn's events arrive live, answer a parked question, cancel a running turn; see a
+parent's tree of children and what it waits on, signal a waiting child from its page.
 
 Screenshots go to the test's folder; ``STINT_WRITE_SCREENSHOTS=1`` also
 writes them to docs/dashboard/ (docs/guide/observability.md shows them).
@@ -190,3 +191,82 @@ async def test_a_tenant_sees_only_its_sessions_in_the_browser(
         assert await page.evaluate("document.cookie") == ""  # scripts cannot read the key
     finally:
         await context.close()
+
+
+async def test_a_signal_from_the_page_resumes_a_child_and_the_parents_tree_shows_it(
+    cluster: Cluster,
+    pool: Pool,
+    dashboard_api: ApiServer,
+    tokens: Tokens,
+    chromium: Any,
+    tmp_path: Path,
+) -> None:
+    """A parent joins two children that each wait for the signal ``go``: the parent's
+    page draws the tree and the join; a child's page sends ``go``; the tree follows."""
+    from playwright.async_api import expect
+
+    base = dashboard_api.base_url
+    cluster.start_worker(slots=2)
+    api = httpx.AsyncClient(base_url=base, headers=bearer(tokens.acme), timeout=30)
+    parent = (await api.post("/v1/sessions", json={})).json()["id"]
+    child_input = {"min_wait_ms": 0, "wait_for": "go"}
+    queued = await api.post(
+        f"/v1/sessions/{parent}/turns",
+        json={"input": {"min_wait_ms": 0, "spawn": {"count": 2, "input": child_input}}},
+    )
+    assert queued.status_code == 201, queued.text
+    parent_turn = queued.json()["turn_id"]
+    context = await chromium.new_context(viewport={"width": 1400, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = await context.new_page()
+    try:
+        await _sign_in(page, base, tokens.acme)
+        await page.wait_for_url(f"{base}/dashboard/sessions")
+        await page.goto(f"{base}/dashboard/sessions/{parent}")
+        tree = page.locator("#tree li.child")
+        # The panels follow the parent's events (child.started, wait.started) in place.
+        await expect(tree).to_have_count(2)
+        await expect(tree.locator(".badge.queued")).to_have_count(2)  # each set aside, waiting
+        await expect(page.locator("#tree")).to_contain_text("on cancel: cascade")
+        join = page.locator('#waits .wait[data-kind="children"]')
+        await expect(join).to_contain_text("all of 2 children (0 ended)")
+        await _shot(page, "session-tree", tmp_path)
+
+        first = await tree.first.get_attribute("data-session")
+        await tree.first.locator("a").first.click()
+        await page.wait_for_url(f"{base}/dashboard/sessions/{first}")
+        await expect(page.locator('#waits .wait[data-kind="signal"]')).to_contain_text("go")
+        await expect(page.locator("#stream-state")).to_have_text("live")
+        await page.fill("#signal-name", "go")
+        await page.fill("#signal-payload", '{"ok": true}')
+        await page.click("#signal-form button[type=submit]")
+        await expect(page.locator(".note")).to_contain_text("signal go sent")
+        await expect(
+            page.locator("#events li .kind").filter(has_text="turn.completed")
+        ).to_have_count(1)
+        await expect(page.locator("#turns .badge.succeeded")).to_have_count(1)
+        await _shot(page, "session-signalled", tmp_path)
+
+        await page.click("#parent-link")
+        await page.wait_for_url(f"{base}/dashboard/sessions/{parent}")
+        done = page.locator(f'#tree li.child[data-session="{first}"] .badge.succeeded')
+        await expect(done).to_have_count(1)
+        await expect(join).to_contain_text("all of 2 children (1 ended)")
+        # The other child's signal from the API: the parent's page follows to the end.
+        second = await tree.nth(1).get_attribute("data-session")
+        sent = await api.post(f"/v1/sessions/{second}/signals/go", json={"payload": 2})
+        assert sent.status_code == 201, sent.text
+        await expect(tree.locator(".badge.succeeded")).to_have_count(2)
+        await expect(
+            page.locator("#events li .kind").filter(has_text="turn.completed")
+        ).to_have_count(1)
+        await expect(page.locator("#waits")).to_contain_text("Nothing.")
+        output = (await fetch(pool, "SELECT output FROM turns WHERE id = %s", parent_turn))[0][0]
+        assert [(c["id"], c["status"]) for c in output["children"]] == [
+            (first, "succeeded"),
+            (second, "succeeded"),
+        ]
+        assert output["children"][0]["output"]["signal"]["payload"] == {"ok": True}
+    finally:
+        await context.close()
+        await api.aclose()

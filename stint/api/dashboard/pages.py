@@ -4,8 +4,9 @@ Operators (keys made with ``--operator``) see the overview, the workers and
 every tenant's sessions; a tenant's key sees its own sessions only, as on
 /v1. Nothing here counts a large table: the overview reads the elected
 sampler's ring, lists are keyset pages, a session's page is bounded by that
-session. Writes (answer, cancel) go through the same store calls as /v1,
-scoped the same way, from forms carrying the key's CSRF token.
+session (its tree of child sessions within ``TreeBounds``). Writes (answer,
+cancel, signal) go through the same store calls as /v1, scoped the same way,
+judged by the same input rules, from forms carrying the key's CSRF token.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -41,7 +43,12 @@ from stint.api.events import log_bounds_or_409, stream_response
 from stint.api.schemas import MAX_SEQ
 from stint.api.services import Services, services
 from stint.store.errors import StoreError
-from stint.store.input_rules import answer_from_text
+from stint.store.input_rules import (
+    answer_from_text,
+    check_idempotency_key,
+    check_signal_name,
+    signal_payload_from_text,
+)
 from stint.store.stats import SAMPLER
 from stint.store.vocabulary import ControlAction, EventKind, SessionStatus
 
@@ -277,6 +284,9 @@ async def _panels(svc: Services, me: SignedIn, session_id: UUID) -> dict[str, An
         "turns": await svc.dashboard.turns_recent(session_id=session_id, tenant=me.scope),
         "steps": await svc.dashboard.steps_recent(session_id=session_id, tenant=me.scope),
         "questions": await svc.dashboard.questions_open(session_id=session_id, tenant=me.scope),
+        "waits": await svc.dashboard.waits_open(session_id=session_id, tenant=me.scope),
+        "kept": await svc.dashboard.signals_kept(session_id=session_id, tenant=me.scope),
+        "tree": await svc.dashboard.children_tree(session_id=session_id, tenant=me.scope),
     }
 
 
@@ -312,6 +322,8 @@ async def session(
         events=events,
         stream_after=events[-1].seq if events else max(0, last - _EVENTS_SHOWN),
         kinds=[str(k) for k in EventKind],
+        # A fresh key per page: a form sent twice (a reload, a double click) is one signal.
+        signal_key=str(uuid.uuid4()),
         **panels,
     )
 
@@ -397,6 +409,37 @@ async def cancel(session_id: UUID, request: Request, me: SignedIn, svc: Svc) -> 
     except (ValueError, StoreError) as exc:
         return _back(session_id, f"not cancelled: {exc}")
     return _back(session_id, f"cancel: {result.outcome}")
+
+
+@router.post("/sessions/{session_id}/signal")
+async def signal(session_id: UUID, request: Request, me: SignedIn, svc: Svc) -> Response:
+    """``POST /v1/sessions/{id}/signals/{name}`` from a form: the same name, key and
+    payload rules, the same store call; a refusal writes nothing and says why."""
+    form = await _form(request)
+    me.check_csrf(form.get("csrf"))
+    me.require_writer()
+    name = form.get("name", "")
+    try:
+        check_signal_name(name, "the signal's name")
+        key = form.get("idempotency_key")
+        payload = signal_payload_from_text(
+            form.get("payload", ""),
+            max_bytes=svc.settings.max_input_bytes,
+            max_depth=svc.settings.max_input_depth,
+        )
+        sent = await svc.controls.signal(
+            session_id=session_id,
+            name=name,
+            idempotency_key=str(uuid.uuid4()) if key is None else check_idempotency_key(key),
+            payload=payload,
+            within_tenant=me.scope,
+            actor=me.caller.actor("dashboard"),
+        )
+    except StoreError as exc:
+        return _back(session_id, f"signal not sent: {exc}")
+    if not sent.created:
+        return _back(session_id, f"signal {name} was sent already (the same idempotency key)")
+    return _back(session_id, f"signal {name} sent: kept until a wait on {name} takes it")
 
 
 def install_dashboard(app: FastAPI) -> None:

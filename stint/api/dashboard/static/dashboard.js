@@ -29,8 +29,9 @@ if (list) {
   const state = document.getElementById("stream-state");
   const panels = document.getElementById("panels");
   const source = new EventSource(list.dataset.stream);
-  // Events that change what the side panels show: questions, turns, the journal.
-  const reloads = /^(turn\.|approval\.|effect\.|tool\.returned|model\.returned)/;
+  // Events that change what the side panels show: questions, turns, the journal,
+  // waits, kept signals, the tree of children.
+  const reloads = /^(turn\.|approval\.|effect\.|tool\.returned|model\.returned|wait\.|signal\.|child\.)/;
   let pending = null;
   source.onopen = () => { state.textContent = "live"; state.className = "badge live"; };
   source.onerror = () => { state.textContent = "reconnecting"; state.className = "badge"; };
@@ -58,4 +59,11 @@ if (list) {
     }
   };
   for (const kind of JSON.parse(list.dataset.kinds)) source.addEventListener(kind, show);
+  // A child's turn starting, waiting or ending is in the child's log, not this one:
+  // while the page draws children, the panels are also re-read every data-every ms.
+  if (panels) {
+    setInterval(() => {
+      if (panels.querySelector("li.child")) refresh(panels).catch(() => {});
+    }, Number(panels.dataset.every));
+  }
 }

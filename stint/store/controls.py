@@ -289,9 +289,10 @@ class ControlStore:
         """``cancel``: queued turns (or ``turn_id``) directly, and the running one.
         ``interrupt``: the running turn only, and the turns its ``cascade`` children
         were spawned with (whatever their state; the parent's own turn, when it is
-        set aside waiting for them, waits on and sees them end). With ``within_tenant``, a session of
-        another tenant is an ``UnknownSession``. ``actor`` (who asked, through which
-        door) is recorded in every event the control writes."""
+        set aside waiting for them, waits on and sees them end). With
+        ``within_tenant``, a session of another tenant is an ``UnknownSession``.
+        ``actor`` (who asked, through which door) is recorded in every event the
+        control writes."""
         action = ControlAction(action)
         async with (
             guarded(f"control {action}", self._config),

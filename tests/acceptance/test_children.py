@@ -43,7 +43,7 @@ async def _children(pool: Pool, parent: UUID) -> list[tuple[UUID, str | None]]:
 
 async def _checks(pool: Pool, cluster: Cluster) -> None:
     report = await run_checks(pool, journals=cluster.workspace / "journals")
-    assert report.passed, report.as_json()
+    assert report.passed, [c for c in report.as_json()["checks"] if not c["passed"]]
 
 
 async def test_a_parent_joins_its_children_from_a_freed_slot(
@@ -212,6 +212,9 @@ async def test_an_interrupt_of_the_parent_cascades_unless_abandoned(
         assert [s for _, s in await _children(pool, kid)] == ["interrupted"]
     assert [s for _, s in await _children(pool, parents["abandon"])] == ["queued"] * 2
     assert await _ended(pool, parents["abandon"]) is None  # still waiting for them
+    for waiting in [kid for kid, _ in await _children(pool, parents["abandon"])]:
+        assert cluster.stint("cancel", str(waiting)).returncode == 0
+    assert cluster.stint("cancel", str(parents["abandon"])).returncode == 0
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     await _checks(pool, cluster)

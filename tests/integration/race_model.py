@@ -297,7 +297,12 @@ class Race:
                     (f"{worker.name} waits for go on {s}", self._wait(worker, holding, join=False))
                 )
                 if len(self.sessions) < TREE:
-                    moves.append((f"{worker.name} spawns on {s}", self._spawn(worker, holding)))
+                    moves.append(
+                        (f"{worker.name} spawns on {s}", self._spawn(worker, holding, join=False))
+                    )
+                    moves.append(  # spawn, then join: the delegating harness's shape
+                        (f"{worker.name} delegates on {s}", self._spawn(worker, holding, join=True))
+                    )
                 if holding.turn is not None and self.spawned.get(holding.turn.turn_id):
                     moves.append(
                         (
@@ -472,6 +477,11 @@ class Race:
     def _wait(
         self, worker: Worker, holding: Holding, *, join: bool
     ) -> Callable[[], Awaitable[None]]:
+        return self._call(worker, "join" if join else "wait", self._waiting(worker, holding, join))
+
+    def _waiting(
+        self, worker: Worker, holding: Holding, join: bool
+    ) -> Callable[[], Awaitable[None]]:
         """As ``TurnContext.wait_for("go")`` or (``join``) ``join`` of every child the
         turn spawned, ``wait="all"``: record the wait, settle it, else set the turn aside."""
 
@@ -503,10 +513,13 @@ class Race:
                 return
             await self._end_as_asked(worker, holding, requested.action)
 
-        return self._call(worker, "join" if join else "wait", work)
+        return work
 
-    def _spawn(self, worker: Worker, holding: Holding) -> Callable[[], Awaitable[None]]:
-        """As ``TurnContext.spawn``: the child becomes one of the example's sessions."""
+    def _spawn(
+        self, worker: Worker, holding: Holding, *, join: bool
+    ) -> Callable[[], Awaitable[None]]:
+        """As ``TurnContext.spawn`` (then, with ``join``, a join of every child of the
+        turn): the child becomes one of the example's sessions."""
 
         async def work() -> None:
             assert holding.turn is not None
@@ -524,8 +537,10 @@ class Race:
                 return
             self.sessions.append(child.child_id)
             self.spawned.setdefault(turn_id, []).append(child.child_id)
+            if join:
+                await self._waiting(worker, holding, join=True)()
 
-        return self._call(worker, "spawn", work)
+        return self._call(worker, "delegate" if join else "spawn", work)
 
     def _sweep(self, worker: Worker) -> Callable[[], Awaitable[None]]:
         """The scheduler's sweep: one child's end its parent was not told of."""

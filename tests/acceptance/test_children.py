@@ -203,8 +203,10 @@ async def test_an_interrupt_of_the_parent_cascades_unless_abandoned(
         "abandon": "no turn in progress",
     }
     for name in ("waiting", "running"):
+        parent = parents[name]
         status, output, _ = await wait_until(
-            lambda name=name: _ended(pool, parents[name]), what=f"the {name} parent ends"
+            lambda: _ended(pool, parent),  # noqa: B023 (awaited before the loop goes on)
+            what=f"the {name} parent ends",
         )
         assert status == "succeeded"
         assert [end["status"] for end in output["children"]] == ["interrupted"] * 2

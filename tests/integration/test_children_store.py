@@ -4,10 +4,12 @@ waiting parent reads the ends; a spawn counts against the tenant's ``max_session
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
 import pytest
+import pytest_asyncio
 
 from stint.postgres.scratch import ScratchTarget
 from stint.store.children import NewChild, SpawnedChild
@@ -20,7 +22,17 @@ from stint.store.vocabulary import AdmissionLimit, BusyStrategy, ControlAction, 
 from stint.store.waits import WaitUntil
 from stint.store.worker_store import SqlWorkerStore
 from tests.integration.claims import claim_one
+from tests.interleaving import Interleaver
 from tests.workers import count_rows, fetch, set_limits
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def interleaver(db: ScratchTarget, pool: Pool) -> AsyncIterator[Interleaver]:
+    made = Interleaver(db, pool)
+    try:
+        yield made
+    finally:
+        await made.close()
 
 
 async def _spawn(
@@ -167,3 +179,28 @@ async def test_a_spawn_past_the_tenants_session_limit_is_refused_and_writes_noth
     assert (refused.value.limit, refused.value.value) == ("max_sessions", 2)
     assert [await count_rows(pool, table) for table in tables] == before
     assert await fetch(pool, "SELECT id, last_event_seq FROM sessions ORDER BY id") == seqs
+
+
+async def test_a_spawn_waits_for_a_session_being_created_and_counts_it(
+    db: ScratchTarget, pool: Pool, interleaver: Interleaver
+) -> None:
+    """A client creating acme's last session holds the tenant's sessions lock while it
+    counts; the spawn's prelude waits for that lock, so its count sees the new session
+    and refuses the child (without the lock both would pass: three sessions of two)."""
+    await set_limits(pool, db.config, {AdmissionLimit.MAX_SESSIONS: 2}, tenant="acme")
+    creator = await interleaver.actor("client", pause=lambda name: name == "admission_sessions")
+    worker = await interleaver.actor("w1", pause=lambda name: False)
+    runtime = SqlWorkerStore(db.config, worker.pool, concurrency=1)
+    await ClientStore(db.config, pool).turns_enqueue(
+        session_id=None, idempotency_key="p", turn_input={}, tenant="acme"
+    )
+    claim, turn = await claim_one(runtime, "w1")
+    creating = creator.start(ClientStore(db.config, creator.pool).sessions_create(tenant="acme"))
+    await interleaver.until_waiting(creator, "admission_sessions")  # holds the tenant's lock
+    spawning = worker.start(_spawn(runtime, claim, turn, 0))
+    await interleaver.until_blocked(worker)
+    creator.go()
+    await creating
+    with pytest.raises(ChildRefused, match="max_sessions limit of 2"):
+        await spawning
+    assert await fetch(pool, "SELECT count(*) FROM sessions WHERE tenant = 'acme'") == [(2,)]

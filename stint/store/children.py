@@ -149,27 +149,6 @@ async def children_cascading(
     return [row.child_id for row in rows]
 
 
-def _refuse(spawned: _Spawned | _SpawnedMany, claim: Claim, *, count: int = 1) -> None:
-    """``ChildRefused`` naming the limit the spawn statement said no for, if any."""
-    what = "child refused" if count == 1 else f"{count} children refused"
-    if spawned.refused == "max_depth":
-        assert spawned.max_depth is not None
-        raise ChildRefused(
-            f"{what}: max_depth limit of {spawned.max_depth} levels below a client's session",
-            limit="max_depth",
-            value=spawned.max_depth,
-            session=claim.session_id,
-        )
-    if spawned.refused == "max_fanout":
-        assert spawned.max_fanout is not None
-        raise ChildRefused(
-            f"{what}: max_fanout limit of {spawned.max_fanout} children per turn",
-            limit="max_fanout",
-            value=spawned.max_fanout,
-            session=claim.session_id,
-        )
-
-
 class ChildStore:
     """Spawning (fenced, batched) and reporting children's ends (own transactions)."""
 
@@ -199,43 +178,25 @@ class ChildStore:
             timeout_seconds=child.timeout_seconds,
             on_cancel=child.on_cancel,
         )
-        _refuse(spawned, claim)
+        if spawned.refused == "max_depth":
+            assert spawned.max_depth is not None
+            raise ChildRefused(
+                f"child refused: max_depth limit of {spawned.max_depth} levels below a "
+                "client's session",
+                limit="max_depth",
+                value=spawned.max_depth,
+                session=claim.session_id,
+            )
+        if spawned.refused == "max_fanout":
+            assert spawned.max_fanout is not None
+            raise ChildRefused(
+                f"child refused: max_fanout limit of {spawned.max_fanout} children per turn",
+                limit="max_fanout",
+                value=spawned.max_fanout,
+                session=claim.session_id,
+            )
         assert spawned.child_id is not None and spawned.child_turn_id is not None
         return SpawnedChild(spawned.child_id, spawned.child_turn_id)
-
-    async def children_spawn_many(
-        self, claim: Claim, *, turn_id: UUID, children: NewChildren
-    ) -> list[SpawnedChild]:
-        """Start ``len(children.inputs)`` child sessions under the parent's lease in
-        one statement, in order; ``ChildRefused`` (nothing written) when the whole
-        batch would pass ``max_depth`` or ``max_fanout``."""
-        assert self._batcher is not None, "spawning runs in a worker"
-        count = len(children.inputs)
-        assert count and len(children.step_keys) == len(children.digests) == count
-        spawned = await run_fenced(
-            self._batcher,
-            self._config,
-            "children_spawn_many",
-            claim,
-            turn_id,
-            (),
-            _SpawnedMany,
-            step_keys=list(children.step_keys),
-            digests=list(children.digests),
-            # One jsonb array, dumped once (as the events parameter), unpacked in SQL.
-            inputs=Jsonb(list(children.inputs)),
-            pin=children.pin,
-            timeout_seconds=children.timeout_seconds,
-            on_cancel=children.on_cancel,
-        )
-        _refuse(spawned, claim, count=count)
-        assert spawned.child_ids is not None and spawned.child_turn_ids is not None
-        return [
-            SpawnedChild(child_id, child_turn_id)
-            for child_id, child_turn_id in zip(
-                spawned.child_ids, spawned.child_turn_ids, strict=True
-            )
-        ]
 
     async def children_report(self, *, child_id: UUID | None = None) -> UUID | None:
         """Tell one parent that a child's turn ended (``child_id``'s, or any not yet
@@ -272,3 +233,58 @@ class ChildStore:
             return await fetch_all(
                 conn, Descendant, "children_tree", session_id=session_id, limit=limit
             )
+
+    async def children_spawn_many(
+        self, claim: Claim, *, turn_id: UUID, children: NewChildren
+    ) -> list[SpawnedChild]:
+        """Start ``len(children.inputs)`` child sessions under the parent's lease in
+        one statement, in order; ``ChildRefused`` (nothing written) when the whole
+        batch would pass ``max_depth`` or ``max_fanout``."""
+        assert self._batcher is not None, "spawning runs in a worker"
+        count = len(children.inputs)
+        assert count and len(children.step_keys) == len(children.digests) == count
+        spawned = await run_fenced(
+            self._batcher,
+            self._config,
+            "children_spawn_many",
+            claim,
+            turn_id,
+            (),
+            _SpawnedMany,
+            step_keys=list(children.step_keys),
+            digests=list(children.digests),
+            # One jsonb array, dumped once (as the events parameter), unpacked in SQL.
+            inputs=Jsonb(list(children.inputs)),
+            pin=children.pin,
+            timeout_seconds=children.timeout_seconds,
+            on_cancel=children.on_cancel,
+        )
+        _refuse_batch(spawned, claim, count)
+        assert spawned.child_ids is not None and spawned.child_turn_ids is not None
+        return [
+            SpawnedChild(child_id, child_turn_id)
+            for child_id, child_turn_id in zip(
+                spawned.child_ids, spawned.child_turn_ids, strict=True
+            )
+        ]
+
+
+def _refuse_batch(spawned: _SpawnedMany, claim: Claim, count: int) -> None:
+    """``ChildRefused`` naming the limit ``children_spawn_many`` said no for, if any."""
+    what = "child refused" if count == 1 else f"{count} children refused"
+    if spawned.refused == "max_depth":
+        assert spawned.max_depth is not None
+        raise ChildRefused(
+            f"{what}: max_depth limit of {spawned.max_depth} levels below a client's session",
+            limit="max_depth",
+            value=spawned.max_depth,
+            session=claim.session_id,
+        )
+    if spawned.refused == "max_fanout":
+        assert spawned.max_fanout is not None
+        raise ChildRefused(
+            f"{what}: max_fanout limit of {spawned.max_fanout} children per turn",
+            limit="max_fanout",
+            value=spawned.max_fanout,
+            session=claim.session_id,
+        )

@@ -153,11 +153,6 @@ def request_digest(kind: str, name: str, request: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _check_on_cancel(on_cancel: str) -> None:
-    if on_cancel not in ("cascade", "abandon"):
-        raise ValueError(f"on_cancel must be 'cascade' or 'abandon', not {on_cancel!r}")
-
-
 def _spawn_digest(
     turn_input: Mapping[str, Any], pin: str | None, timeout_seconds: float | None, on_cancel: str
 ) -> str:
@@ -356,7 +351,8 @@ class TurnContext:
         ``ChildRefused`` (nothing written) past the tenant's ``max_depth`` or
         ``max_fanout``.
         """
-        _check_on_cancel(on_cancel)
+        if on_cancel not in ("cascade", "abandon"):
+            raise ValueError(f"on_cancel must be 'cascade' or 'abandon', not {on_cancel!r}")
         key = key if key is not None else f"spawn:{self._spawns}"
         self._spawns += 1
         digest = _spawn_digest(turn_input, pin, timeout_seconds, on_cancel)
@@ -402,7 +398,8 @@ class TurnContext:
         ``max_fanout`` with the turn's children so far, ``ChildRefused`` and
         nothing written.
         """
-        _check_on_cancel(on_cancel)
+        if on_cancel not in ("cascade", "abandon"):
+            raise ValueError(f"on_cancel must be 'cascade' or 'abandon', not {on_cancel!r}")
         if not inputs:
             return []
         first = self._spawns

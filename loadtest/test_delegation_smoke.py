@@ -40,6 +40,7 @@ async def test_a_tiny_tree_completes_level_by_level_and_reports(tmp_path: Path) 
     assert result.parent_held_slot_while_joining == 0
     assert result.checks_passed, result.failed_checks
     assert result.peak_running_children >= 1
+    assert all(seconds is not None for seconds in result.phases.values()), result.phases
     page = update_delegation(
         tmp_path / "report",
         "trees",

@@ -102,6 +102,7 @@ class DelegationResult:
     parent_status: str
     end_to_end_s: float | None  # the root turn: enqueued -> finished (database clock)
     ideal_s: float
+    phases: dict[str, float | None]  # where end-to-end went: DelegationPhases, rounded
     peak_running_children: int  # descendants running at once
     parent_held_slot_while_joining: int  # samples: a parent ran after its join began, a child ran
     peak_rss_mib_per_worker: list[float]
@@ -179,6 +180,7 @@ async def run_delegation(
         stop_workers(procs)
     outcome = await probe.turn_outcome(turn_id=queued.turn_id)
     levels = await probe.delegation_levels(root=queued.session_id)
+    phases = await probe.delegation_phases(root=queued.session_id, turn_id=queued.turn_id)
     report = await run_checks(pool, journals=workspace / "journals")
     used = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
     return DelegationResult(
@@ -188,6 +190,7 @@ async def run_delegation(
         parent_status=outcome.status,
         end_to_end_s=None if outcome.seconds is None else round(outcome.seconds, 3),
         ideal_s=case.ideal_s,
+        phases={k: None if v is None else round(v, 3) for k, v in asdict(phases).items()},
         peak_running_children=samples.peak_running,
         parent_held_slot_while_joining=samples.parent_held,
         peak_rss_mib_per_worker=[round(p, 1) for p in samples.peaks],

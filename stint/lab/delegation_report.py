@@ -93,16 +93,46 @@ def _how(r: dict[str, Any]) -> str:
 
 def _row(r: dict[str, Any]) -> str:
     c = r["case"]
-    shape = f"{c['children']}" + (f" x {c['grandchildren']}" if c.get("grandchildren") else "")
     checks = "pass" if r["checks_passed"] else "FAIL: " + ", ".join(r["failed_checks"])
     cpu = "n/a" if r["postgres_cpu_s"] is None else f"{r['postgres_cpu_s']} s"
+    nodes = c["children"] + c["children"] * c.get("grandchildren", 0)
     return (
-        f"| {c['workers']}x{c['slots']}, {shape} of {c['child_ms']} ms, {_how(r)} "
-        f"| {r['completed']}/{c['children'] + c['children'] * c.get('grandchildren', 0)} "
+        f"| {_case(r)} | {r['completed']}/{nodes} "
         f"({_levels(r)}) | {r['parent_status']} | {r['end_to_end_s']} s | {r['ideal_s']} s "
         f"| {r['peak_running_children']} | {r['parent_held_slot_while_joining']} "
         f"| {_rss(r)} MiB | {r['peak_sum_rss_mib']} MiB | {cpu} | {checks} |"
     )
+
+
+def _phases(results: list[dict[str, Any]]) -> list[str]:
+    """Where end-to-end went, per case (seconds from the root's enqueue)."""
+    lines = [
+        "",
+        "Where the time went (seconds from the root's enqueue, database clock): the root's",
+        "spawns done (its last `child.started`), the first and the last claim of a",
+        "descendant's turn, the last end of one, then the root's tail (the report, the",
+        "wake, the claim and the replay of the root up to its finish).",
+        "",
+        "| case | spawns done | first child claimed | last child claimed | last child ended "
+        "| root's tail |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        ph = r.get("phases") or {}
+        cells = [
+            ph.get(k)
+            for k in ("spawned_s", "first_start_s", "last_start_s", "last_end_s", "root_tail_s")
+        ]
+        lines.append(
+            f"| {_case(r)} | " + " | ".join("n/a" if v is None else f"{v} s" for v in cells) + " |"
+        )
+    return lines
+
+
+def _case(r: dict[str, Any]) -> str:
+    c = r["case"]
+    shape = f"{c['children']}" + (f" x {c['grandchildren']}" if c.get("grandchildren") else "")
+    return f"{c['workers']}x{c['slots']}, {shape} of {c['child_ms']} ms, {_how(r)}"
 
 
 _HEAD = [
@@ -135,6 +165,7 @@ def render_delegation(data: dict[str, Any]) -> str:
     if "cases" in parts:
         lines += ["## One parent, 64 children", "", *_stamp(parts["cases"]), *_HEAD]
         lines += [_row(r) for r in parts["cases"]["results"]]
+        lines += _phases(parts["cases"]["results"])
         lines += [
             "",
             "The parent runs while it spawns and holds no slot from its join on (the",
@@ -147,6 +178,7 @@ def render_delegation(data: dict[str, Any]) -> str:
     if "trees" in parts:
         lines += ["## A tree: children that delegate in turn", "", *_stamp(parts["trees"])]
         lines += [*_HEAD, *(_row(r) for r in parts["trees"]["results"])]
+        lines += _phases(parts["trees"]["results"])
         lines += [
             "",
             "The root spawns K children in one statement and joins them; each child spawns",

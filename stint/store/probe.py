@@ -22,6 +22,7 @@ from stint.store.translate import guarded
 
 __all__ = [
     "DelegationLevel",
+    "DelegationPhases",
     "DelegationSample",
     "LoadSample",
     "PlanNode",
@@ -97,6 +98,18 @@ class DelegationLevel:
     spawned: int
     ended: int
     succeeded: int
+
+
+@dataclass(frozen=True)
+class DelegationPhases:
+    """Seconds from a delegation's root enqueue: its spawns done, its descendants'
+    first and last start and last end; then the root's tail to its finish."""
+
+    spawned_s: float | None
+    first_start_s: float | None
+    last_start_s: float | None
+    last_end_s: float | None
+    root_tail_s: float | None
 
 
 @dataclass(frozen=True)
@@ -331,6 +344,12 @@ class ProbeStore:
         """The tree below ``root``, level by level (the first level first)."""
         async with guarded("delegation_levels", self._config), self._pool.connection() as conn:
             return await fetch_all(conn, DelegationLevel, "delegation_levels", root=root)
+
+    async def delegation_phases(self, *, root: UUID, turn_id: UUID) -> DelegationPhases:
+        async with guarded("delegation_phases", self._config), self._pool.connection() as conn:
+            return await fetch_one(
+                conn, DelegationPhases, "delegation_phases", root=root, turn_id=turn_id
+            )
 
     async def turn_outcome(self, *, turn_id: UUID) -> TurnOutcome:
         async with guarded("turn_outcome", self._config), self._pool.connection() as conn:

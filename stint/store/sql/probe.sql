@@ -221,3 +221,30 @@ SELECT status, finished_at IS NOT NULL AS finished,
        extract(epoch FROM finished_at - enqueued_at)::float8 AS seconds
 FROM turns
 WHERE id = %(turn_id)s
+
+-- name: delegation_phases
+-- Where a delegation's end-to-end time went (seconds from the root turn's
+-- enqueue, database clock): its last child.started (every spawn of the root
+-- done), the first and the last start of a descendant's turn, the last end
+-- of one; and the root's tail, from that last end to its own finish (the
+-- report, the wake, the claim and the replay).
+WITH RECURSIVE tree AS (
+    SELECT c.child_id, c.child_turn_id, 1 AS level FROM children c WHERE c.parent_id = %(root)s
+    UNION ALL
+    SELECT c.child_id, c.child_turn_id, tree.level + 1
+    FROM children c JOIN tree ON c.parent_id = tree.child_id
+    WHERE tree.level < 64
+), below AS (
+    SELECT min(t.first_claimed_at) AS first_start, max(t.first_claimed_at) AS last_start,
+           max(t.finished_at) AS last_end
+    FROM tree JOIN turns t ON t.id = tree.child_turn_id
+)
+SELECT extract(epoch FROM (SELECT max(e.created_at) FROM events e
+                           WHERE e.session_id = %(root)s AND e.kind = 'child.started')
+                          - r.enqueued_at)::float8 AS spawned_s,
+       extract(epoch FROM below.first_start - r.enqueued_at)::float8 AS first_start_s,
+       extract(epoch FROM below.last_start - r.enqueued_at)::float8 AS last_start_s,
+       extract(epoch FROM below.last_end - r.enqueued_at)::float8 AS last_end_s,
+       extract(epoch FROM r.finished_at - below.last_end)::float8 AS root_tail_s
+FROM turns r, below
+WHERE r.id = %(turn_id)s

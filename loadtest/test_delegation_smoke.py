@@ -49,4 +49,7 @@ async def test_a_tiny_tree_completes_level_by_level_and_reports(tmp_path: Path) 
         generated_at="now",
         environment=environment(),
     ).read_text()
-    assert "| 1x4, 3 x 2 of 50 ms, one per parent | 9/9 (L1 3/3 ok, 3 ended; L2 6/6 ok" in page
+    assert (
+        "| 1x4, 3 x 2 of 50 ms, one statement per parent | 9/9 (L1 3/3 ok, 3 ended; L2 6/6 ok"
+        in page
+    )

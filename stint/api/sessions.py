@@ -277,7 +277,7 @@ _CONTROL_RESPONSES = problem_responses(400, 401, 403, 404, 413, 415, 422, 503)
     "/sessions/{session_id}/cancel",
     response_model=ControlOut,
     responses=_CONTROL_RESPONSES,
-    summary="Cancel the queued turns (or one) and the running turn",
+    summary="Cancel the queued turns (or one) and the running turn, and its cascade children's",
 )
 async def cancel(
     session_id: UUID,
@@ -294,7 +294,7 @@ async def cancel(
     "/sessions/{session_id}/interrupt",
     response_model=ControlOut,
     responses=_CONTROL_RESPONSES,
-    summary="Interrupt the running turn; queued turns go on",
+    summary="Interrupt the running turn and its cascade children's turns; queued turns go on",
 )
 async def interrupt(
     session_id: UUID,

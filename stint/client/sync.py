@@ -209,7 +209,7 @@ class Client:
         wait: bool = False,
         wait_seconds: float | None = None,
     ) -> ControlResult:
-        """Interrupt the running turn (queued turns go on)."""
+        """Interrupt the running turn and its cascade children's turns (queued turns go on)."""
         return self._send(
             routes.control(
                 "interrupt",

@@ -567,8 +567,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_enqueue)
 
     for name, what in (
-        ("cancel", "cancel the session's queued turns (or --turn) and its running turn"),
-        ("interrupt", "interrupt the session's running turn; queued turns go on"),
+        (
+            "cancel",
+            "cancel the session's queued turns (or --turn) and its running turn, "
+            "and its cascade children's",
+        ),
+        (
+            "interrupt",
+            "interrupt the session's running turn and its cascade children's turns; "
+            "queued turns go on",
+        ),
     ):
         p = sub.add_parser(name, help=what)
         p.add_argument("session", metavar="SESSION", help="the session's id")

@@ -38,7 +38,9 @@ __all__ = [
     "NewChild",
     "NewChildren",
     "SpawnedChild",
+    "SpawnedTurn",
     "children_cascading",
+    "children_interrupting",
 ]
 
 
@@ -101,6 +103,8 @@ class _Spawned:
     refused: str | None
     max_depth: int | None
     max_fanout: int | None
+    max_sessions: int | None
+    tenant: str | None
     child_id: UUID | None
     child_turn_id: UUID | None
     notified: bool | None
@@ -138,6 +142,14 @@ class _Cascading:
     child_id: UUID
 
 
+@dataclass(frozen=True)
+class SpawnedTurn:
+    """A child an interrupt goes on to: the child session and the turn it was spawned with."""
+
+    child_id: UUID
+    child_turn_id: UUID
+
+
 async def children_cascading(
     conn: AsyncConnection[TupleRow], *, session_id: UUID, turn_ids: list[UUID]
 ) -> list[UUID]:
@@ -147,6 +159,17 @@ async def children_cascading(
         conn, _Cascading, "children_cascading", session_id=session_id, turn_ids=turn_ids
     )
     return [row.child_id for row in rows]
+
+
+async def children_interrupting(
+    conn: AsyncConnection[TupleRow], *, session_id: UUID, turn_id: UUID | None
+) -> list[SpawnedTurn]:
+    """Inside an interrupt's transaction, before it ends anything: the children of
+    ``turn_id`` (None: of the session's unfinished turns) spawned with ``cascade``
+    whose spawned turn is unfinished, whom the interrupt goes on to."""
+    return await fetch_all(
+        conn, SpawnedTurn, "children_interrupting", session_id=session_id, turn_id=turn_id
+    )
 
 
 class ChildStore:
@@ -161,7 +184,9 @@ class ChildStore:
         self, claim: Claim, *, turn_id: UUID, step_key: str, digest: str, child: NewChild
     ) -> SpawnedChild:
         """Start a child session under the parent's lease; ``ChildRefused`` (nothing
-        written) when ``max_depth`` or ``max_fanout`` refuses it."""
+        written) when ``max_depth``, ``max_fanout`` or the tenant's ``max_sessions``
+        refuses it. With a ``max_sessions`` limit the prelude takes the tenant's
+        sessions lock first, as every creator of its sessions does."""
         assert self._batcher is not None, "spawning runs in a worker"
         spawned = await run_fenced(
             self._batcher,
@@ -171,6 +196,7 @@ class ChildStore:
             turn_id,
             (),
             _Spawned,
+            prelude="children_lock_sessions",
             step_key=step_key,
             digest=digest,
             input=Jsonb(child.input),
@@ -193,6 +219,20 @@ class ChildStore:
                 f"child refused: max_fanout limit of {spawned.max_fanout} children per turn",
                 limit="max_fanout",
                 value=spawned.max_fanout,
+                session=claim.session_id,
+            )
+        if spawned.refused == "max_sessions":
+            assert spawned.max_sessions is not None
+            owner = (
+                f"tenant {spawned.tenant}"
+                if spawned.tenant is not None
+                else "sessions without a tenant"
+            )
+            raise ChildRefused(
+                f"child refused: max_sessions limit of {spawned.max_sessions} sessions "
+                f"reached for {owner}",
+                limit="max_sessions",
+                value=spawned.max_sessions,
                 session=claim.session_id,
             )
         assert spawned.child_id is not None and spawned.child_turn_id is not None

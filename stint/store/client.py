@@ -25,8 +25,9 @@ from stint.store.admission import (
     check_session_queue,
     effective_limits,
 )
+from stint.store.children import children_interrupting
 from stint.store.config import StoreConfig
-from stint.store.controls import stop_active_turn
+from stint.store.controls import interrupt_children, stop_active_turn
 from stint.store.enqueue_batch import EnqueueItem, NotPlanned, planned_enqueue
 from stint.store.enqueue_batch import KeyedTurn as _KeyedTurn
 from stint.store.enqueue_batch import LockedSession as _LockedSession
@@ -214,6 +215,9 @@ async def enqueue_in(
         work_channel=config.work_channel,
     )
     if queued and busy is BusyStrategy.INTERRUPT:
+        # As `stint interrupt`: the children the turn spawned with `cascade` are read
+        # before it is stopped, and interrupted after it.
+        below = await children_interrupting(conn, session_id=sid, turn_id=None)
         await stop_active_turn(
             conn,
             config,
@@ -224,6 +228,7 @@ async def enqueue_in(
             lease_owner=locked.lease_owner,
             lease_live=bool(locked.lease_live),
         )
+        await interrupt_children(conn, config, below)
     return EnqueueResult(sid, inserted.id, inserted.seq, created=True)
 
 

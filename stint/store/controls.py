@@ -19,7 +19,7 @@ from psycopg import AsyncConnection
 from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
-from stint.store.children import children_cascading
+from stint.store.children import SpawnedTurn, children_cascading, children_interrupting
 from stint.store.config import StoreConfig
 from stint.store.errors import (
     AnswerConflict,
@@ -39,6 +39,7 @@ __all__ = [
     "ControlResult",
     "ControlStore",
     "SignalResult",
+    "interrupt_children",
     "stop_active_turn",
 ]
 
@@ -215,6 +216,59 @@ async def _lock_session(
     return locked
 
 
+async def interrupt_children(
+    conn: AsyncConnection[TupleRow],
+    config: StoreConfig,
+    children: list[SpawnedTurn],
+    *,
+    actor: Actor | None = None,
+) -> int:
+    """An interrupt's cascade, in the parent's transaction (the parent locked, its
+    ``children_interrupting`` read before its turn was stopped): each child is
+    locked in turn, the turn it was spawned with ends ``interrupted`` (queued or
+    set aside on a wait, parked, or running with no live lease: in the database;
+    running: asked of its worker), and the cascade goes on to that turn's own
+    ``cascade`` children, read under the child's lock before its turn ends.
+    Returns how many turns it reached."""
+    reason = "parent interrupted"
+    action = ControlAction.INTERRUPT
+    reached = 0
+    for child in children:
+        locked = await _lock_session(conn, child.child_id, None)
+        below = await children_interrupting(
+            conn, session_id=child.child_id, turn_id=child.child_turn_id
+        )
+        ended = await fetch_all(
+            conn,
+            _Cancelled,
+            "controls_end_queued",
+            session_id=child.child_id,
+            turn_id=child.child_turn_id,
+            status=action.turn_status,
+            kind=action.event_kind,
+            reason=reason,
+            actor=_actor_json(actor),
+            events_channel=config.events_channel,
+            work_channel=config.work_channel,
+        )
+        if not ended:
+            active, _ = await stop_active_turn(
+                conn,
+                config,
+                session_id=child.child_id,
+                action=action,
+                reason=reason,
+                turn_id=child.child_turn_id,
+                lease_owner=locked.lease_owner,
+                lease_live=bool(locked.lease_live),
+                actor=actor,
+            )
+            if active is None:
+                continue  # it ended between the parent's read and this lock
+        reached += 1 + await interrupt_children(conn, config, below, actor=actor)
+    return reached
+
+
 class ControlStore:
     """``stint cancel``, ``stint interrupt``, ``stint answer`` and ``stint signal``."""
 
@@ -233,9 +287,12 @@ class ControlStore:
         actor: Actor | None = None,
     ) -> ControlResult:
         """``cancel``: queued turns (or ``turn_id``) directly, and the running one.
-        ``interrupt``: the running turn only. With ``within_tenant``, a session of
-        another tenant is an ``UnknownSession``. ``actor`` (who asked, through which
-        door) is recorded in every event the control writes."""
+        ``interrupt``: the running turn only, and the turns its ``cascade`` children
+        were spawned with (whatever their state; the parent's own turn, when it is
+        set aside waiting for them, waits on and sees them end). With
+        ``within_tenant``, a session of another tenant is an ``UnknownSession``.
+        ``actor`` (who asked, through which door) is recorded in every event the
+        control writes."""
         action = ControlAction(action)
         async with (
             guarded(f"control {action}", self._config),
@@ -263,9 +320,9 @@ class ControlStore:
         within_tenant: str | None,
         actor: Actor | None,
     ) -> ControlResult:
-        """The control, inside its transaction; a cancel goes on to the unfinished
-        children its turns spawned with ``cascade`` (and theirs), each locked after
-        its parent, in the same transaction."""
+        """The control, inside its transaction; a cancel or an interrupt goes on to
+        the unfinished children its turns spawned with ``cascade`` (and theirs), each
+        locked after its parent, in the same transaction."""
         locked = await _lock_session(conn, session_id, within_tenant)
         if turn_id is not None:
             named = await fetch_optional(
@@ -281,14 +338,23 @@ class ControlStore:
                 return ControlResult(
                     session_id, [], None, f"turn already {named.status}; nothing to do"
                 )
+        # Read before anything ends: the children of the turn as it is now (an
+        # interrupt's turn may be running, parked, or set aside waiting for them).
+        interrupting = (
+            await children_interrupting(conn, session_id=session_id, turn_id=turn_id)
+            if action is ControlAction.INTERRUPT
+            else []
+        )
         cancelled: list[UUID] = []
         if action is ControlAction.CANCEL:
             rows = await fetch_all(
                 conn,
                 _Cancelled,
-                "controls_cancel_queued",
+                "controls_end_queued",
                 session_id=session_id,
                 turn_id=turn_id,
+                status=action.turn_status,
+                kind=action.event_kind,
                 reason=reason,
                 actor=_actor_json(actor),
                 events_channel=self._config.events_channel,
@@ -318,8 +384,11 @@ class ControlStore:
                     within_tenant=None,
                     actor=actor,
                 )
+        interrupted = await interrupt_children(conn, self._config, interrupting, actor=actor)
         if active is None and cancelled:
             outcome = f"cancelled {len(cancelled)} queued turn(s); no turn was running"
+        if interrupted:
+            outcome = f"{outcome}; interrupted {interrupted} child turn(s) (cascade)"
         return ControlResult(session_id, cancelled, active, outcome)
 
     async def answer(

@@ -151,7 +151,8 @@ class AdmissionRefused(StoreError):
 
 
 class ChildRefused(StintError):
-    """A limit on trees (max_depth, max_fanout) refuses this child; nothing was written.
+    """A limit (max_depth, max_fanout, the tenant's max_sessions) refuses this child;
+    nothing was written.
 
     Not a StoreError: the store worked, the harness asked for too much. Raised into
     the harness by ``ctx.spawn``; unless caught there, the turn fails with it."""

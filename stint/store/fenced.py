@@ -36,10 +36,13 @@ async def run_fenced(
     turn_id: UUID | None,
     events: Sequence[EventSpec],
     row: type[_R],
+    *,
+    prelude: str | None = None,
     **extra: Any,
 ) -> _R:
-    """Run one fenced statement in the next batch; no row back means the fence
-    failed: ``LeaseLost``."""
+    """Run one fenced statement in the next batch (``prelude`` just before it, in
+    its transaction: ``StatementBatcher.fetch_optional``); no row back means the
+    fence failed: ``LeaseLost``."""
     params = {
         "session_id": claim.session_id,
         "owner": claim.owner,
@@ -52,7 +55,9 @@ async def run_fenced(
         "work_channel": config.work_channel,
         **extra,
     }
-    found = await batcher.fetch_optional(name, row, params, lock_order=str(claim.session_id))
+    found = await batcher.fetch_optional(
+        name, row, params, lock_order=str(claim.session_id), prelude=prelude
+    )
     if found is None:
         raise LeaseLost(session=claim.session_id, epoch=claim.epoch, operation=name)
     return found

@@ -346,10 +346,10 @@ class TurnContext:
 
         A durable step (key ``spawn:<n>`` by default): the child is created and the
         step committed in one statement, so a replay returns the same child, never a
-        second one. ``on_cancel``: ``cascade`` (a cancel of this turn cancels the
-        child's unfinished turn) or ``abandon`` (the child runs on). Refused with
-        ``ChildRefused`` (nothing written) past the tenant's ``max_depth`` or
-        ``max_fanout``.
+        second one. ``on_cancel``: ``cascade`` (a cancel or an interrupt of this turn
+        cancels or interrupts the child's unfinished turn) or ``abandon`` (the child
+        runs on). Refused with ``ChildRefused`` (nothing written) past the tenant's
+        ``max_depth``, ``max_fanout`` or ``max_sessions``.
         """
         if on_cancel not in ("cascade", "abandon"):
             raise ValueError(f"on_cancel must be 'cascade' or 'abandon', not {on_cancel!r}")

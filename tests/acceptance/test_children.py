@@ -1,5 +1,6 @@
 """Child sessions in real workers: ``ctx.spawn`` / ``ctx.join`` free the parent's slot,
-a replay finds the same child, failures are values, a cancel cascades, limits refuse."""
+failures are values, a cancel and an interrupt cascade, limits refuse (kills at the
+spawn and join boundaries: ``test_children_kills.py``)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ async def _children(pool: Pool, parent: UUID) -> list[tuple[UUID, str | None]]:
 
 async def _checks(pool: Pool, cluster: Cluster) -> None:
     report = await run_checks(pool, journals=cluster.workspace / "journals")
-    assert report.passed, report.as_json()
+    assert report.passed, [c for c in report.as_json()["checks"] if not c["passed"]]
 
 
 async def test_a_parent_joins_its_children_from_a_freed_slot(
@@ -76,26 +77,6 @@ async def test_a_parent_joins_its_children_from_a_freed_slot(
     assert json.loads(shown.stdout)["parent_id"] == str(parent)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
-    await _checks(pool, cluster)
-
-
-async def test_a_kill_after_a_spawn_finds_the_same_child_on_replay(
-    cluster: Cluster, db: ScratchTarget, pool: Pool
-) -> None:
-    client = ClientStore(db.config, pool)
-    doomed = cluster.start_worker(slots=2, failpoints="after_spawn:kill")
-    one_by_one = {"count": 2, "input": {"min_wait_ms": 0}, "one_by_one": True}
-    parent = await _enqueue(client, "p", {"min_wait_ms": 0, "spawn": one_by_one})
-    assert doomed.wait() == -signal.SIGKILL
-    [(first, _)] = await _children(pool, parent)  # the first spawn committed, then the kill
-    successor = cluster.start_worker(slots=2)
-    status, output, _ = await wait_until(lambda: _ended(pool, parent), what="the parent ends")
-    assert status == "succeeded"
-    kids = await _children(pool, parent)
-    assert kids[0][0] == first and len(kids) == 2  # never a second first child
-    assert [end["id"] for end in output["children"]] == [str(cid) for cid, _ in kids]
-    successor.signal(signal.SIGTERM)
-    assert successor.wait() == 0
     await _checks(pool, cluster)
 
 
@@ -196,6 +177,112 @@ async def test_a_cancel_of_the_parent_cascades_unless_abandoned(
     assert {status for _, status in abandoned} <= {"queued", "running"}
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
+
+
+async def test_an_interrupt_of_the_parent_cascades_unless_abandoned(
+    cluster: Cluster, db: ScratchTarget, pool: Pool
+) -> None:
+    """Through ``stint interrupt``: a parent waiting in a join sees its children end
+    ``interrupted`` (queued or waiting ones ended in the database, running ones by their
+    worker, grandchildren too) and goes on; an abandoning parent's children run on."""
+    client = ClientStore(db.config, pool)
+    worker = cluster.start_worker(slots=4)
+    forever = {"min_wait_ms": 0, "wait_for": "never"}
+    inputs = {
+        # Each child waits in a join of its own for a grandchild that waits for ever.
+        "waiting": {"min_wait_ms": 0, "spawn": {"count": 1, "input": forever}},
+        # Each child runs until a gate no one opens: a running turn, its slot held.
+        "running": {"min_wait_ms": 0, "gate": "never"},
+        "abandon": forever,
+    }
+    parents = {
+        name: await _enqueue(
+            client,
+            name,
+            {
+                "min_wait_ms": 0,
+                "spawn": {
+                    "count": 2,
+                    "input": child_input,
+                    "on_cancel": "abandon" if name == "abandon" else "cascade",
+                },
+            },
+        )
+        for name, child_input in inputs.items()
+    }
+
+    async def all_wait() -> bool:
+        for name, parent in parents.items():
+            kids = await _children(pool, parent)
+            if len(kids) != 2 or "wait.started" not in await event_kinds(pool, parent):
+                return False
+            if name == "running":
+                if any(status != "running" for _, status in kids):
+                    return False
+                continue
+            for kid, _ in kids:  # set aside in their own waits
+                if "wait.started" not in await event_kinds(pool, kid):
+                    return False
+                if name == "waiting" and len(await _children(pool, kid)) != 1:
+                    return False
+        return True
+
+    await wait_until(all_wait, what="every parent waits in its join, its children under way")
+    outcomes = {}
+    for name, parent in parents.items():
+        result = cluster.stint("interrupt", str(parent))
+        assert result.returncode == 0, result.stderr
+        outcomes[name] = json.loads(result.stdout)["outcome"]
+    assert outcomes == {
+        "waiting": "no turn in progress; interrupted 4 child turn(s) (cascade)",
+        "running": "no turn in progress; interrupted 2 child turn(s) (cascade)",
+        "abandon": "no turn in progress",
+    }
+    for name in ("waiting", "running"):
+        parent = parents[name]
+        status, output, _ = await wait_until(
+            lambda: _ended(pool, parent),  # noqa: B023 (awaited before the loop goes on)
+            what=f"the {name} parent ends",
+        )
+        assert status == "succeeded"
+        assert [end["status"] for end in output["children"]] == ["interrupted"] * 2
+    for kid, _ in await _children(pool, parents["waiting"]):
+        assert [s for _, s in await _children(pool, kid)] == ["interrupted"]
+    assert [s for _, s in await _children(pool, parents["abandon"])] == ["queued"] * 2
+    assert await _ended(pool, parents["abandon"]) is None  # still waiting for them
+    for waiting in [kid for kid, _ in await _children(pool, parents["abandon"])]:
+        assert cluster.stint("cancel", str(waiting)).returncode == 0
+    assert cluster.stint("cancel", str(parents["abandon"])).returncode == 0
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    await _checks(pool, cluster)
+
+
+async def test_a_child_past_the_tenants_session_limit_is_refused(
+    cluster: Cluster, db: ScratchTarget, pool: Pool
+) -> None:
+    client = ClientStore(db.config, pool)
+    result = cluster.stint("admission", "set", "--tenant", "acme", "--max-sessions", "2")
+    assert result.returncode == 0, result.stderr
+    worker = cluster.start_worker(slots=2)
+    queued = await client.turns_enqueue(
+        session_id=None,
+        idempotency_key="p",
+        turn_input={"min_wait_ms": 0, "spawn": {"count": 2, "input": {"min_wait_ms": 0}}},
+        tenant="acme",
+    )
+    status, _, error = await wait_until(
+        lambda: _ended(pool, queued.session_id), what="the parent ends"
+    )
+    assert status == "failed" and error is not None
+    assert error.startswith(
+        "ChildRefused: child refused: max_sessions limit of 2 sessions reached for tenant acme"
+    )
+    assert len(await _children(pool, queued.session_id)) == 1  # the second wrote nothing
+    assert await fetch(pool, "SELECT count(*) FROM sessions WHERE tenant = 'acme'") == [(2,)]
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    await _checks(pool, cluster)
 
 
 async def test_limits_refuse_a_child_and_write_nothing(

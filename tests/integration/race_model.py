@@ -5,7 +5,10 @@ a backend of its own) call the real store methods: enqueue, claim, finish (with
 and without claim-next, keeping or releasing), park, answer, cancel,
 interrupt, defer (the quota hand-back), release (the drain's hand-back),
 renew, steps, quota reservations and settlements, a wait for a signal (begin,
-settle, set aside) and a signal sent; the environment lets a
+settle, set aside) and a signal sent, a spawn of a child session (a session like
+the others from then on), a join of a turn's children (begin, settle, set aside)
+and a child's end reported to its parent (after the child's finish, as the
+runner does, and by the sweep); the environment lets a
 lease run out; a worker that lost a lease writes with it anyway (a fenced
 owner). Each move either starts one call on an idle actor or lets one stopped
 actor send its next statement; after every move the actors settle (each
@@ -22,6 +25,9 @@ stopped, blocked on a lock, or done) and every invariant is checked:
 * signals: no turn is left set aside until later while a signal it waits for
   is kept (a lost wake), and each consumed signal went to exactly one
   committed wait, whose result is that signal;
+* children: a parent set aside on a join is resumed (ready now) once all its
+  children's ends are reported, and no child is created twice (one session
+  per children row, one row per spawn step);
 * at the end, every queued turn of a session nobody holds is claimable and
   is started by the next claim.
 
@@ -44,6 +50,7 @@ from hypothesis import strategies as st
 
 from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
+from stint.store.children import ChildStore, NewChild
 from stint.store.client import ClientStore
 from stint.store.controls import ControlStore
 from stint.store.errors import (
@@ -72,6 +79,7 @@ from tests.workers import fetch, set_limits
 __all__ = ["Race", "RaceFailure"]
 
 SESSIONS = 2
+TREE = 4  # sessions at most, children included: spawns stop there
 SCOPE = "p"
 RPM = 2
 LEASE = 60.0
@@ -150,6 +158,7 @@ class Race:
         self.workers: list[Worker] = []
         self.clients: list[Client] = []
         self.sessions: list[UUID] = []
+        self.spawned: dict[UUID, list[UUID]] = {}  # a turn's children, in spawn order
         self.history: list[str] = []
         self.offered: list[list[str]] = []  # the moves offered at each step (for debugging)
         self._keys = itertools.count()
@@ -193,6 +202,7 @@ class Race:
             client.actor.tasks.clear()
         self.history.clear()
         self.offered.clear()
+        self.spawned.clear()
         starter = ClientStore(self._db.config, self._observer)
         self.sessions = []
         for n in range(SESSIONS):
@@ -283,11 +293,29 @@ class Race:
                     (f"{worker.name} reserves quota on {s}", self._reserve(worker, holding))
                 )
                 moves.append((f"{worker.name} defers on {s}", self._defer(worker, holding)))
-                moves.append((f"{worker.name} waits for go on {s}", self._wait(worker, holding)))
+                moves.append(
+                    (f"{worker.name} waits for go on {s}", self._wait(worker, holding, join=False))
+                )
+                if len(self.sessions) < TREE:
+                    moves.append(
+                        (f"{worker.name} spawns on {s}", self._spawn(worker, holding, join=False))
+                    )
+                    moves.append(  # spawn, then join: the delegating harness's shape
+                        (f"{worker.name} delegates on {s}", self._spawn(worker, holding, join=True))
+                    )
+                if holding.turn is not None and self.spawned.get(holding.turn.turn_id):
+                    moves.append(
+                        (
+                            f"{worker.name} joins its children on {s}",
+                            self._wait(worker, holding, join=True),
+                        )
+                    )
                 moves.append((f"{worker.name} hands back {s}", self._release(worker, holding)))
                 moves.append((f"lease on {s} runs out", self._expire(holding.claim.session_id)))
             if worker.held:
                 moves.append((f"{worker.name} renews", self._renew(worker)))
+            if len(self.sessions) > SESSIONS:
+                moves.append((f"{worker.name} sweeps children's ends", self._sweep(worker)))
             if worker.reservations:
                 moves.append((f"{worker.name} settles quota", self._settle(worker)))
             if worker.lost:
@@ -373,6 +401,7 @@ class Race:
             worker.drop(sid, lost=False)
             if result.next is not None:  # the runner's slot moves on to it
                 worker.take(result.next)
+            await self._report_to_parent(worker, sid)
 
         return self._call(worker, "finish", work)
 
@@ -420,6 +449,12 @@ class Race:
         worker.drop(sid, lost=False)
         if result.next is not None:
             worker.take(result.next)
+        await self._report_to_parent(worker, sid)
+
+    async def _report_to_parent(self, worker: Worker, session_id: UUID) -> None:
+        """As the runner after a finish: a child tells its parent at once."""
+        if session_id in self.sessions[SESSIONS:]:
+            await worker.store.children.children_report(child_id=session_id)
 
     def _defer(self, worker: Worker, holding: Holding) -> Callable[[], Awaitable[None]]:
         async def work() -> None:
@@ -439,13 +474,21 @@ class Race:
 
         return self._call(worker, "defer", work)
 
-    def _wait(self, worker: Worker, holding: Holding) -> Callable[[], Awaitable[None]]:
-        """As ``TurnContext.wait_for``: record the wait, settle it, else set the turn aside."""
+    def _wait(
+        self, worker: Worker, holding: Holding, *, join: bool
+    ) -> Callable[[], Awaitable[None]]:
+        return self._call(worker, "join" if join else "wait", self._waiting(worker, holding, join))
+
+    def _waiting(
+        self, worker: Worker, holding: Holding, join: bool
+    ) -> Callable[[], Awaitable[None]]:
+        """As ``TurnContext.wait_for("go")`` or (``join``) ``join`` of every child the
+        turn spawned, ``wait="all"``: record the wait, settle it, else set the turn aside."""
 
         async def work() -> None:
             assert holding.turn is not None
             sid, turn_id = holding.claim.session_id, holding.turn.turn_id
-            key = f"wait-{next(self._keys)}"
+            key = f"{'join' if join else 'wait'}-{next(self._keys)}"
             waits = worker.store.waits
             try:
                 await waits.waits_begin(
@@ -453,12 +496,14 @@ class Race:
                     turn_id=turn_id,
                     step_key=key,
                     digest="d",
-                    kind=WaitKind.SIGNAL,
+                    kind=WaitKind.CHILDREN if join else WaitKind.SIGNAL,
                     until=WaitUntil(),
-                    name="go",
+                    name=None if join else "go",
+                    children=list(self.spawned[turn_id]) if join else None,
+                    wait_all=True if join else None,
                 )
                 if await waits.waits_settle(holding.claim, turn_id=turn_id, step_key=key):
-                    return  # a kept signal: the turn goes on, still held
+                    return  # a kept signal, or every child reported: the turn goes on, held
                 requested = await waits.turns_wait(holding.claim, turn_id=turn_id, step_key=key)
             except LeaseLost:
                 worker.drop(sid, lost=True)
@@ -468,7 +513,42 @@ class Race:
                 return
             await self._end_as_asked(worker, holding, requested.action)
 
-        return self._call(worker, "wait", work)
+        return work
+
+    def _spawn(
+        self, worker: Worker, holding: Holding, *, join: bool
+    ) -> Callable[[], Awaitable[None]]:
+        """As ``TurnContext.spawn`` (then, with ``join``, a join of every child of the
+        turn): the child becomes one of the example's sessions."""
+
+        async def work() -> None:
+            assert holding.turn is not None
+            turn_id = holding.turn.turn_id
+            try:
+                child = await worker.store.children.children_spawn(
+                    holding.claim,
+                    turn_id=turn_id,
+                    step_key=f"spawn-{next(self._keys)}",
+                    digest="d",
+                    child=NewChild({}),
+                )
+            except LeaseLost:
+                worker.drop(holding.claim.session_id, lost=True)
+                return
+            self.sessions.append(child.child_id)
+            self.spawned.setdefault(turn_id, []).append(child.child_id)
+            if join:
+                await self._waiting(worker, holding, join=True)()
+
+        return self._call(worker, "delegate" if join else "spawn", work)
+
+    def _sweep(self, worker: Worker) -> Callable[[], Awaitable[None]]:
+        """The scheduler's sweep: one child's end its parent was not told of."""
+
+        async def work() -> None:
+            await worker.store.children.children_report()
+
+        return self._call(worker, "sweep", work)
 
     def _release(self, worker: Worker, holding: Holding) -> Callable[[], Awaitable[None]]:
         async def work() -> None:
@@ -654,6 +734,7 @@ class Race:
         await self._check_leases()
         await self._check_quota()
         await self._check_signals()
+        await self._check_children()
 
     async def _check_terminal_events(self) -> None:
         rows = await fetch(
@@ -744,6 +825,35 @@ class Race:
         if twice or stray:
             raise self._fail(f"a signal not consumed exactly once: {twice} {stray}")
 
+    async def _check_children(self) -> None:
+        asleep = await fetch(
+            self._observer,
+            "SELECT s.id, w.step_key FROM sessions s "
+            "JOIN waits w ON w.session_id = s.id AND w.kind = 'children' "
+            "JOIN steps st ON st.session_id = w.session_id AND st.turn_id = w.turn_id "
+            "  AND st.step_key = w.step_key AND st.status = 'started' "
+            "JOIN turns t ON t.id = w.turn_id AND t.status = 'queued' "
+            "WHERE s.status = 'ready' AND s.ready_at > now() "
+            "  AND (SELECT count(*) FROM children c WHERE c.parent_id = s.id "
+            "       AND c.child_id = ANY (w.children) AND c.reported_at IS NOT NULL) "
+            "      >= cardinality(w.children)",
+        )
+        if asleep:
+            raise self._fail(f"lost wake: a join set aside with every child reported: {asleep}")
+        twice = await fetch(
+            self._observer,
+            "SELECT st.turn_id, st.step_key FROM steps st WHERE st.kind = 'spawn' "
+            "  AND (st.status <> 'committed' OR (SELECT count(*) FROM children c "
+            "       WHERE c.parent_turn_id = st.turn_id AND c.step_key = st.step_key) <> 1) "
+            "UNION ALL "
+            "SELECT s.parent_id, s.id::text FROM sessions s WHERE s.parent_id IS NOT NULL "
+            "  AND (SELECT count(*) FROM children c JOIN steps st ON st.turn_id = "
+            "       c.parent_turn_id AND st.step_key = c.step_key AND st.kind = 'spawn' "
+            "       WHERE c.child_id = s.id AND c.parent_id = s.parent_id) <> 1",
+        )
+        if twice:
+            raise self._fail(f"a spawn step without exactly one child, or a child twice: {twice}")
+
     # -- the end of an example ---------------------------------------------------
 
     async def _wind_down(self) -> None:
@@ -786,7 +896,24 @@ class Race:
             await controls.signal(
                 session_id=session_id, name="go", idempotency_key=f"end{session_id}", payload=0
             )
+        if len(self.sessions) > SESSIONS:
+            # A parked child would keep its parent's join waiting for ever: every
+            # question is answered; then the parents hear of every end (the sweep).
+            questions = await fetch(
+                self._observer,
+                "SELECT st.session_id, st.step_key FROM steps st "
+                "JOIN turns t ON t.id = st.turn_id "
+                "WHERE st.kind = 'answer' AND st.status = 'started' AND t.status = 'parked'",
+            )
+            for session_id, step_key in questions:
+                await controls.answer(session_id=session_id, step_key=step_key, answer="yes")
+            await self._report_all()
         await self._check()
+
+    async def _report_all(self) -> None:
+        reporter = ChildStore(self._db.config, self._observer, None)
+        while await reporter.children_report() is not None:
+            pass
 
     async def _check_claimable(self) -> None:
         stuck = await fetch(
@@ -819,6 +946,7 @@ class Race:
                         events=[(EventKind.TURN_COMPLETED, {"attempt": turn.attempts})],
                         release=False,
                     )
+                    await drainer.children.children_report(child_id=claim.session_id)
                     following = done.next
         left = await fetch(
             self._observer,

@@ -80,7 +80,7 @@ def test_every_statement_that_appends_also_reserves() -> None:
     reserving = {n for n in statements if query("log_reserve") in query(n)}
     assert appending == reserving
     assert {"turns_claim", "turns_finish", "turns_park", "sessions_release"} <= appending
-    assert {"controls_cancel_queued", "controls_end_turn", "answers_record"} <= appending
+    assert {"controls_end_queued", "controls_end_turn", "answers_record"} <= appending
     assert {"events_append", "steps_start", "steps_finish"} <= appending
 
 

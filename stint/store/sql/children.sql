@@ -1,22 +1,52 @@
+-- name: children_lock_sessions
+-- Spawn, part 1 of 2 (children_spawn's prelude, in the same transaction):
+-- when the parent's tenant has a max_sessions limit, lock the parent's row
+-- (under the fence), then the tenant's sessions lock (admission_lock_sessions'
+-- key), so that children_spawn, whose snapshot is taken once both are held,
+-- counts every session created under that lock before (lock first). The row
+-- before the advisory lock, as the enqueue takes its sessions' locks before a
+-- new session's and the scheduler its targets' before a new session's.
+-- Without the limit it locks nothing (children_spawn's fence locks the row).
+-- Safe under READ COMMITTED: FOR UPDATE re-checks the fence on the row's
+-- newest version; it writes nothing, and decides nothing but whether to lock.
+WITH parent AS MATERIALIZED (
+    SELECT tenant
+    FROM sessions
+    WHERE /*include:lease_fence*/
+      AND EXISTS (SELECT FROM admission_limits d
+                  LEFT JOIN admission_limits t ON t.tenant = sessions.tenant
+                  WHERE d.tenant = '*' AND coalesce(t.max_sessions, d.max_sessions) IS NOT NULL)
+    FOR UPDATE
+)
+SELECT pg_advisory_xact_lock(hashtext('stint.admission:' || current_schema()),
+                             hashtext('sessions:' || coalesce(parent.tenant, '')))::text
+       AS sessions_lock
+FROM parent
+
 -- name: children_spawn
 -- Under the parent's lease: start a child session (ctx.spawn) as one step.
 -- Unless a limit refuses it (admission_limits' max_depth: how deep a tree
--- may grow; max_fanout: children per parent turn; the tenant's row, else
--- '*'), it creates the child session (the parent's tenant, %(pin)s, its
--- parent and depth) ready with its first turn queued, links it in children,
--- records the spawn step committed with the child's ids, appends
--- child.started to the parent's log and wakes a claimer. A refusal writes
--- nothing but the fence's touch of the parent row and says which limit.
+-- may grow; max_fanout: children per parent turn; max_sessions: sessions the
+-- tenant holds; the tenant's row, else '*'), it creates the child session
+-- (the parent's tenant, %(pin)s, its parent and depth) ready with its first
+-- turn queued, links it in children, records the spawn step committed with
+-- the child's ids, appends child.started to the parent's log and wakes a
+-- claimer. A refusal writes nothing but the fence's touch of the parent row
+-- and says which limit.
 -- Safe under READ COMMITTED: the fence is log_bump's UPDATE of the parent
 -- row (re-checked on its newest version) and every write hangs off it; the
 -- parent's tenant and depth never change; the fan-out count reads children
 -- of this parent turn, which only this lease holder adds, one statement after
--- another; the inserts are new rows with fresh keys.
+-- another; the session count is read after children_lock_sessions took the
+-- tenant's sessions lock in this transaction (lock first: every creator of
+-- the tenant's sessions under a max_sessions limit takes it); the inserts
+-- are new rows with fresh keys.
 WITH parent AS (
     SELECT id, tenant, depth FROM sessions WHERE /*include:lease_fence*/
 ), limits AS (
     SELECT coalesce(t.max_depth, d.max_depth) AS max_depth,
-           coalesce(t.max_fanout, d.max_fanout) AS max_fanout
+           coalesce(t.max_fanout, d.max_fanout) AS max_fanout,
+           coalesce(t.max_sessions, d.max_sessions) AS max_sessions
     FROM parent
     JOIN admission_limits d ON d.tenant = '*'
     LEFT JOIN admission_limits t ON t.tenant = parent.tenant
@@ -28,8 +58,15 @@ WITH parent AS (
                           WHERE c.parent_id = parent.id AND c.parent_turn_id = %(turn_id)s)
                          >= limits.max_fanout
                 THEN 'max_fanout'
+                WHEN limits.max_sessions IS NOT NULL
+                     AND (SELECT count(*) FROM sessions s WHERE s.tenant = parent.tenant)
+                         + (SELECT count(*) FROM sessions s
+                            WHERE parent.tenant IS NULL AND s.tenant IS NULL)
+                         >= limits.max_sessions
+                THEN 'max_sessions'
            END AS refused,
-           limits.max_depth, limits.max_fanout, parent.depth + 1 AS depth, parent.tenant,
+           limits.max_depth, limits.max_fanout, limits.max_sessions,
+           parent.depth + 1 AS depth, parent.tenant,
            gen_random_uuid() AS child_id, gen_random_uuid() AS child_turn_id
     FROM parent, limits
 ), go AS (
@@ -65,7 +102,8 @@ WITH parent AS (
            %(epoch)s, clock_timestamp()
     FROM go, log_bump
 ), /*include:log_append*/
-SELECT verdict.refused, verdict.max_depth, verdict.max_fanout,
+SELECT verdict.refused, verdict.max_depth, verdict.max_fanout, verdict.max_sessions,
+       verdict.tenant,
        CASE WHEN verdict.refused IS NULL THEN verdict.child_id END AS child_id,
        CASE WHEN verdict.refused IS NULL THEN verdict.child_turn_id END AS child_turn_id,
        CASE WHEN verdict.refused IS NULL THEN pg_notify(%(work_channel)s, '') IS NULL END
@@ -156,6 +194,25 @@ SELECT c.child_id
 FROM children c
 JOIN turns t ON t.id = c.child_turn_id
 WHERE c.parent_id = %(session_id)s AND c.parent_turn_id = ANY (%(turn_ids)s::uuid[])
+  AND c.on_cancel = 'cascade'
+  AND t.status IN ('queued', 'running', 'parked')
+ORDER BY c.child_id
+
+-- name: children_interrupting
+-- The children an interrupt of %(session_id)s's turn goes on to: those
+-- spawned by %(turn_id)s (or, when NULL, by any unfinished turn of the
+-- session: the running, parked or set-aside one) with on_cancel = 'cascade'
+-- whose spawned turn is unfinished. Read inside the control's transaction,
+-- after the session's lock and before the control ends anything; each child
+-- is then locked and its turn re-read before it is ended (a child that ended
+-- meanwhile is left as it ended).
+SELECT c.child_id, c.child_turn_id
+FROM children c
+JOIN turns p ON p.id = c.parent_turn_id
+JOIN turns t ON t.id = c.child_turn_id
+WHERE c.parent_id = %(session_id)s
+  AND (%(turn_id)s::uuid IS NULL OR c.parent_turn_id = %(turn_id)s::uuid)
+  AND p.status IN ('queued', 'running', 'parked')
   AND c.on_cancel = 'cascade'
   AND t.status IN ('queued', 'running', 'parked')
 ORDER BY c.child_id

@@ -6,43 +6,45 @@ FROM sessions
 WHERE id = %(session_id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 FOR UPDATE
 
--- name: controls_cancel_queued
--- Cancel queued turns (all of them, or %(turn_id)s) directly: each gets
--- turn.cancelled, numbered right after the log under the session lock.
+-- name: controls_end_queued
+-- End queued turns (all of them, or %(turn_id)s) directly as %(status)s
+-- (a cancel; or an interrupt's cascade to a child's spawned turn that is
+-- queued or set aside on a wait): each gets its terminal event %(kind)s,
+-- numbered right after the log under the session lock.
 -- Safe under READ COMMITTED: runs after controls_lock_session in the same
 -- transaction, so its snapshot holds everything committed on the session,
 -- and no turn of it changes until this transaction ends. A session left
 -- ready (turns remain) wakes a claimer.
-WITH cancelled AS (
+WITH ended AS (
     UPDATE turns
-    SET status = 'cancelled', finished_at = now(), reason = %(reason)s
+    SET status = %(status)s, finished_at = now(), reason = %(reason)s
     WHERE session_id = %(session_id)s AND status = 'queued'
       AND (%(turn_id)s::uuid IS NULL OR id = %(turn_id)s::uuid)
     RETURNING id, seq
 ), log_new AS (
-    SELECT %(session_id)s::uuid AS session_id, id AS turn_id, 'turn.cancelled'::text AS kind,
+    SELECT %(session_id)s::uuid AS session_id, id AS turn_id, %(kind)s::text AS kind,
            jsonb_build_object('reason', %(reason)s::text, 'was', 'queued',
                               'actor', %(actor)s::jsonb) AS payload,
            NULL::bigint AS lease_epoch, row_number() OVER (ORDER BY seq) AS ord
-    FROM cancelled
+    FROM ended
 ), log_bump AS (
     UPDATE sessions
     SET /*include:log_reserve*/,
-        queued_turns   = queued_turns - (SELECT count(*) FROM cancelled),
+        queued_turns   = queued_turns - (SELECT count(*) FROM ended),
         status         = CASE WHEN status = 'ready'
-                                   AND queued_turns = (SELECT count(*) FROM cancelled)
+                                   AND queued_turns = (SELECT count(*) FROM ended)
                               THEN 'idle' ELSE status END,
         ready_at       = CASE WHEN status = 'ready'
-                                   AND queued_turns = (SELECT count(*) FROM cancelled)
+                                   AND queued_turns = (SELECT count(*) FROM ended)
                               THEN NULL ELSE ready_at END,
         updated_at     = now()
-    WHERE id = %(session_id)s AND EXISTS (SELECT FROM cancelled)
+    WHERE id = %(session_id)s AND EXISTS (SELECT FROM ended)
     RETURNING id, last_event_seq, status
 ), /*include:log_append*/
 SELECT id,
        CASE WHEN (SELECT status FROM log_bump) = 'ready'
             THEN pg_notify(%(work_channel)s, '') IS NULL END AS notified
-FROM cancelled ORDER BY seq
+FROM ended ORDER BY seq
 
 -- name: controls_active_turn
 SELECT id, status

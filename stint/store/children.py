@@ -115,6 +115,8 @@ class _SpawnedMany:
     refused: str | None
     max_depth: int | None
     max_fanout: int | None
+    max_sessions: int | None
+    tenant: str | None
     child_ids: list[UUID] | None
     child_turn_ids: list[UUID] | None
     notified: bool | None
@@ -279,7 +281,8 @@ class ChildStore:
     ) -> list[SpawnedChild]:
         """Start ``len(children.inputs)`` child sessions under the parent's lease in
         one statement, in order; ``ChildRefused`` (nothing written) when the whole
-        batch would pass ``max_depth`` or ``max_fanout``."""
+        batch would pass ``max_depth``, ``max_fanout`` or the tenant's ``max_sessions``
+        (the prelude takes the tenant's sessions lock first, as for one spawn)."""
         assert self._batcher is not None, "spawning runs in a worker"
         count = len(children.inputs)
         assert count and len(children.step_keys) == len(children.digests) == count
@@ -291,6 +294,7 @@ class ChildStore:
             turn_id,
             (),
             _SpawnedMany,
+            prelude="children_lock_sessions",
             step_keys=list(children.step_keys),
             digests=list(children.digests),
             # One jsonb array, dumped once (as the events parameter), unpacked in SQL.
@@ -326,5 +330,18 @@ def _refuse_batch(spawned: _SpawnedMany, claim: Claim, count: int) -> None:
             f"{what}: max_fanout limit of {spawned.max_fanout} children per turn",
             limit="max_fanout",
             value=spawned.max_fanout,
+            session=claim.session_id,
+        )
+    if spawned.refused == "max_sessions":
+        assert spawned.max_sessions is not None
+        owner = (
+            f"tenant {spawned.tenant}"
+            if spawned.tenant is not None
+            else "sessions without a tenant"
+        )
+        raise ChildRefused(
+            f"{what}: max_sessions limit of {spawned.max_sessions} sessions reached for {owner}",
+            limit="max_sessions",
+            value=spawned.max_sessions,
             session=claim.session_id,
         )

@@ -268,7 +268,10 @@ async def test_a_child_past_the_tenants_session_limit_is_refused(
     queued = await client.turns_enqueue(
         session_id=None,
         idempotency_key="p",
-        turn_input={"min_wait_ms": 0, "spawn": {"count": 2, "input": {"min_wait_ms": 0}}},
+        turn_input={
+            "min_wait_ms": 0,
+            "spawn": {"count": 2, "input": {"min_wait_ms": 0}, "one_by_one": True},
+        },
         tenant="acme",
     )
     status, _, error = await wait_until(

@@ -153,3 +153,22 @@ async def test_the_limits_refuse_a_whole_batch_and_nothing_is_written(
         await child_ctx.spawn_many([{}, {}])
     after = await _written(pool, child_claim.session_id)
     assert (after["links"], after["steps"], after["sessions"], after["started"]) == ([], [], 0, 0)
+
+
+async def test_the_tenants_session_limit_counts_the_whole_batch(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    runtime, claim, turn = await _parent(db, pool)  # the one session so far
+    await AdmissionStore(db.config, pool).admission_set(
+        tenant=DEFAULT_ROW, limits={AdmissionLimit.MAX_SESSIONS: 3}
+    )
+    ctx = await _context(runtime, claim, turn)
+    before = await _written(pool, claim.session_id)
+    with pytest.raises(
+        ChildRefused, match="3 children refused: max_sessions limit of 3"
+    ) as refused:
+        await ctx.spawn_many([{"part": i} for i in range(3)])  # 1 + 3 > 3
+    assert (refused.value.limit, refused.value.value) == ("max_sessions", 3)
+    assert await _written(pool, claim.session_id) == before
+    fits = await (await _context(runtime, claim, turn)).spawn_many([{"part": 0}, {"part": 1}])
+    assert len(fits) == 2 and (await _written(pool, claim.session_id))["sessions"] == 2

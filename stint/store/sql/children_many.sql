@@ -4,7 +4,8 @@
 -- %(inputs)s, a JSON array, in the same order), exactly as that many
 -- children_spawn statements would, one commit instead of N. The limits hold
 -- for the batch as a whole (admission_limits' max_depth; max_fanout: the
--- children this parent turn has plus the batch; the tenant's row, else '*'):
+-- children this parent turn has plus the batch; max_sessions: the sessions
+-- the tenant holds plus the batch; the tenant's row, else '*'):
 -- over either, nothing is written but the fence's touch of the parent row, and
 -- the answer says which limit. Otherwise it creates the children (the parent's
 -- tenant, %(pin)s, its parent and depth) ready with their first turns queued,
@@ -14,13 +15,18 @@
 -- (re-checked on its newest version) and every write hangs off it; the
 -- parent's tenant and depth never change; the fan-out count reads children of
 -- this parent turn, which only this lease holder adds, one statement after
--- another; the inserts are new rows with fresh keys (a step key already
--- recorded fails the whole statement on the primary key: never a second child).
+-- another; the session count (max_sessions: the tenant's sessions plus the
+-- batch) is read after children_lock_sessions, this statement's prelude, took
+-- the tenant's sessions lock in this transaction (lock first, as
+-- children_spawn); the inserts are new rows with fresh keys (a step key
+-- already recorded fails the whole statement on the primary key: never a
+-- second child).
 WITH parent AS (
     SELECT id, tenant, depth FROM sessions WHERE /*include:lease_fence*/
 ), limits AS (
     SELECT coalesce(t.max_depth, d.max_depth) AS max_depth,
-           coalesce(t.max_fanout, d.max_fanout) AS max_fanout
+           coalesce(t.max_fanout, d.max_fanout) AS max_fanout,
+           coalesce(t.max_sessions, d.max_sessions) AS max_sessions
     FROM parent
     JOIN admission_limits d ON d.tenant = '*'
     LEFT JOIN admission_limits t ON t.tenant = parent.tenant
@@ -39,8 +45,15 @@ WITH parent AS (
                           WHERE c.parent_id = parent.id AND c.parent_turn_id = %(turn_id)s)
                          + (SELECT count(*) FROM asked) > limits.max_fanout
                 THEN 'max_fanout'
+                WHEN limits.max_sessions IS NOT NULL
+                     AND (SELECT count(*) FROM sessions s WHERE s.tenant = parent.tenant)
+                         + (SELECT count(*) FROM sessions s
+                            WHERE parent.tenant IS NULL AND s.tenant IS NULL)
+                         + (SELECT count(*) FROM asked) > limits.max_sessions
+                THEN 'max_sessions'
            END AS refused,
-           limits.max_depth, limits.max_fanout, parent.depth + 1 AS depth, parent.tenant
+           limits.max_depth, limits.max_fanout, limits.max_sessions,
+           parent.depth + 1 AS depth, parent.tenant
     FROM parent, limits
 ), go AS (
     SELECT asked.*, verdict.depth, verdict.tenant
@@ -77,7 +90,8 @@ WITH parent AS (
            %(epoch)s, clock_timestamp()
     FROM go, log_bump
 ), /*include:log_append*/
-SELECT verdict.refused, verdict.max_depth, verdict.max_fanout,
+SELECT verdict.refused, verdict.max_depth, verdict.max_fanout, verdict.max_sessions,
+       verdict.tenant,
        (SELECT array_agg(go.child_id ORDER BY go.ord) FROM go) AS child_ids,
        (SELECT array_agg(go.child_turn_id ORDER BY go.ord) FROM go) AS child_turn_ids,
        CASE WHEN verdict.refused IS NULL THEN pg_notify(%(work_channel)s, '') IS NULL END

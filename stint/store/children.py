@@ -2,7 +2,9 @@
 
 A spawn is one fenced statement of the parent's lease holder, through the
 worker's batches: the child, its first turn, the link and the committed spawn
-step are written together or not at all, so a replay finds the same child. A
+step are written together or not at all, so a replay finds the same child
+(``children_spawn_many``, SQL ``sql/children_many.sql``: N children and their
+N steps in one statement, the limits judged for the whole batch). A
 child's end is reported to its parent by a transaction of its own (the child's
 worker right after the finish, or any worker's sweep after a crash), which
 locks the link, then the parent: never the other way round.
@@ -10,6 +12,7 @@ locks the link, then the parent: never the other way round.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,6 +36,7 @@ __all__ = [
     "ChildStore",
     "Descendant",
     "NewChild",
+    "NewChildren",
     "SpawnedChild",
     "SpawnedTurn",
     "children_cascading",
@@ -45,6 +49,19 @@ class NewChild:
     """What ``ctx.spawn`` asks for: the child's first turn and where it may run."""
 
     input: Any
+    pin: str | None = None
+    timeout_seconds: float | None = None
+    on_cancel: str = "cascade"
+
+
+@dataclass(frozen=True)
+class NewChildren:
+    """What ``ctx.spawn_many`` asks for: one first turn per child (each with its
+    step key and request digest, in the same order), and where they may run."""
+
+    step_keys: Sequence[str]
+    digests: Sequence[str]
+    inputs: Sequence[Any]
     pin: str | None = None
     timeout_seconds: float | None = None
     on_cancel: str = "cascade"
@@ -90,6 +107,18 @@ class _Spawned:
     tenant: str | None
     child_id: UUID | None
     child_turn_id: UUID | None
+    notified: bool | None
+
+
+@dataclass(frozen=True)
+class _SpawnedMany:
+    refused: str | None
+    max_depth: int | None
+    max_fanout: int | None
+    max_sessions: int | None
+    tenant: str | None
+    child_ids: list[UUID] | None
+    child_turn_ids: list[UUID] | None
     notified: bool | None
 
 
@@ -246,3 +275,73 @@ class ChildStore:
             return await fetch_all(
                 conn, Descendant, "children_tree", session_id=session_id, limit=limit
             )
+
+    async def children_spawn_many(
+        self, claim: Claim, *, turn_id: UUID, children: NewChildren
+    ) -> list[SpawnedChild]:
+        """Start ``len(children.inputs)`` child sessions under the parent's lease in
+        one statement, in order; ``ChildRefused`` (nothing written) when the whole
+        batch would pass ``max_depth``, ``max_fanout`` or the tenant's ``max_sessions``
+        (the prelude takes the tenant's sessions lock first, as for one spawn)."""
+        assert self._batcher is not None, "spawning runs in a worker"
+        count = len(children.inputs)
+        assert count and len(children.step_keys) == len(children.digests) == count
+        spawned = await run_fenced(
+            self._batcher,
+            self._config,
+            "children_spawn_many",
+            claim,
+            turn_id,
+            (),
+            _SpawnedMany,
+            prelude="children_lock_sessions",
+            step_keys=list(children.step_keys),
+            digests=list(children.digests),
+            # One jsonb array, dumped once (as the events parameter), unpacked in SQL.
+            inputs=Jsonb(list(children.inputs)),
+            pin=children.pin,
+            timeout_seconds=children.timeout_seconds,
+            on_cancel=children.on_cancel,
+        )
+        _refuse_batch(spawned, claim, count)
+        assert spawned.child_ids is not None and spawned.child_turn_ids is not None
+        return [
+            SpawnedChild(child_id, child_turn_id)
+            for child_id, child_turn_id in zip(
+                spawned.child_ids, spawned.child_turn_ids, strict=True
+            )
+        ]
+
+
+def _refuse_batch(spawned: _SpawnedMany, claim: Claim, count: int) -> None:
+    """``ChildRefused`` naming the limit ``children_spawn_many`` said no for, if any."""
+    what = "child refused" if count == 1 else f"{count} children refused"
+    if spawned.refused == "max_depth":
+        assert spawned.max_depth is not None
+        raise ChildRefused(
+            f"{what}: max_depth limit of {spawned.max_depth} levels below a client's session",
+            limit="max_depth",
+            value=spawned.max_depth,
+            session=claim.session_id,
+        )
+    if spawned.refused == "max_fanout":
+        assert spawned.max_fanout is not None
+        raise ChildRefused(
+            f"{what}: max_fanout limit of {spawned.max_fanout} children per turn",
+            limit="max_fanout",
+            value=spawned.max_fanout,
+            session=claim.session_id,
+        )
+    if spawned.refused == "max_sessions":
+        assert spawned.max_sessions is not None
+        owner = (
+            f"tenant {spawned.tenant}"
+            if spawned.tenant is not None
+            else "sessions without a tenant"
+        )
+        raise ChildRefused(
+            f"{what}: max_sessions limit of {spawned.max_sessions} sessions reached for {owner}",
+            limit="max_sessions",
+            value=spawned.max_sessions,
+            session=claim.session_id,
+        )

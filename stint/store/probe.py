@@ -21,12 +21,16 @@ from stint.store.queries import numbered, query
 from stint.store.translate import guarded
 
 __all__ = [
+    "DelegationLevel",
+    "DelegationPhases",
+    "DelegationSample",
     "LoadSample",
     "PlanNode",
     "ProbeStore",
     "QueueAge",
     "StatementStat",
     "TableFootprint",
+    "TurnOutcome",
 ]
 
 
@@ -75,6 +79,46 @@ class TableFootprint:
     name: str
     rows: int
     bytes: int
+
+
+@dataclass(frozen=True)
+class DelegationSample:
+    """Under a delegation's root now: descendants running, and sessions holding a
+    slot although their join began (with a child running)."""
+
+    running: int
+    holding: int
+
+
+@dataclass(frozen=True)
+class DelegationLevel:
+    """One level below a delegation's root: children spawned, ended, succeeded."""
+
+    level: int
+    spawned: int
+    ended: int
+    succeeded: int
+
+
+@dataclass(frozen=True)
+class DelegationPhases:
+    """Seconds from a delegation's root enqueue: its spawns done, its descendants'
+    first and last start and last end; then the root's tail to its finish."""
+
+    spawned_s: float | None
+    first_start_s: float | None
+    last_start_s: float | None
+    last_end_s: float | None
+    root_tail_s: float | None
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """A turn's status, and its enqueue-to-finish seconds once finished."""
+
+    status: str
+    finished: bool
+    seconds: float | None
 
 
 @dataclass(frozen=True)
@@ -291,3 +335,22 @@ class ProbeStore:
     async def turns_pruned(self) -> int:
         async with guarded("turns_pruned", self._config), self._pool.connection() as conn:
             return (await fetch_one(conn, _Count, "turns_pruned")).count
+
+    async def delegation_sample(self, *, root: UUID) -> DelegationSample:
+        async with guarded("delegation_sample", self._config), self._pool.connection() as conn:
+            return await fetch_one(conn, DelegationSample, "delegation_sample", root=root)
+
+    async def delegation_levels(self, *, root: UUID) -> list[DelegationLevel]:
+        """The tree below ``root``, level by level (the first level first)."""
+        async with guarded("delegation_levels", self._config), self._pool.connection() as conn:
+            return await fetch_all(conn, DelegationLevel, "delegation_levels", root=root)
+
+    async def delegation_phases(self, *, root: UUID, turn_id: UUID) -> DelegationPhases:
+        async with guarded("delegation_phases", self._config), self._pool.connection() as conn:
+            return await fetch_one(
+                conn, DelegationPhases, "delegation_phases", root=root, turn_id=turn_id
+            )
+
+    async def turn_outcome(self, *, turn_id: UUID) -> TurnOutcome:
+        async with guarded("turn_outcome", self._config), self._pool.connection() as conn:
+            return await fetch_one(conn, TurnOutcome, "turn_outcome", turn_id=turn_id)

@@ -17,7 +17,7 @@ from typing import Any
 from uuid import UUID
 
 from stint.errors import StintError
-from stint.store.children import NewChild
+from stint.store.children import NewChild, NewChildren
 from stint.store.conversation import MessageWindow
 from stint.store.errors import LeaseLost
 from stint.store.models import Claim, StepRecord
@@ -151,6 +151,27 @@ def request_digest(kind: str, name: str, request: Mapping[str, Any]) -> str:
     """What a step asked for, so a replay that asks for something else is caught."""
     canonical = json.dumps([kind, name, request], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _spawn_digest(
+    turn_input: Mapping[str, Any], pin: str | None, timeout_seconds: float | None, on_cancel: str
+) -> str:
+    """One child's spawn request digest: the same whether ``spawn`` or ``spawn_many``
+    made it, so either finds the other's steps on a replay."""
+    request = {
+        "input": dict(turn_input),
+        "pin": pin,
+        "timeout_seconds": timeout_seconds,
+        "on_cancel": on_cancel,
+    }
+    return request_digest(StepKind.SPAWN, "spawn", request)
+
+
+def _replayed_child(key: str, recorded: StepRecord, digest: str) -> Child:
+    """The child a committed spawn step recorded; a different request is an error."""
+    if recorded.kind is not StepKind.SPAWN or recorded.request_digest != digest:
+        raise NondeterministicReplay(f"step {key!r} replayed with a different spawn")
+    return Child(UUID(recorded.result["child_id"]), UUID(recorded.result["child_turn_id"]))
 
 
 class TurnContext:
@@ -334,22 +355,12 @@ class TurnContext:
             raise ValueError(f"on_cancel must be 'cascade' or 'abandon', not {on_cancel!r}")
         key = key if key is not None else f"spawn:{self._spawns}"
         self._spawns += 1
-        request = {
-            "input": dict(turn_input),
-            "pin": pin,
-            "timeout_seconds": timeout_seconds,
-            "on_cancel": on_cancel,
-        }
-        digest = request_digest(StepKind.SPAWN, "spawn", request)
+        digest = _spawn_digest(turn_input, pin, timeout_seconds, on_cancel)
         recorded = self._steps.get(key)
         with span(SPAN_STEP, step_key=key, kind=str(StepKind.SPAWN)) as current:
             current.set_attribute("stint.step.replayed", recorded is not None)
             if recorded is not None:
-                if recorded.kind is not StepKind.SPAWN or recorded.request_digest != digest:
-                    raise NondeterministicReplay(f"step {key!r} replayed with a different spawn")
-                return Child(
-                    UUID(recorded.result["child_id"]), UUID(recorded.result["child_turn_id"])
-                )
+                return _replayed_child(key, recorded, digest)
             self._guard()
             spawned = await self._store.children.children_spawn(
                 self._claim,
@@ -365,6 +376,70 @@ class TurnContext:
             self._steps[key] = StepRecord(key, StepKind.SPAWN, StepStatus.COMMITTED, digest, result)
             failpoint("after_spawn")
             return Child(spawned.child_id, spawned.child_turn_id)
+
+    async def spawn_many(
+        self,
+        inputs: Sequence[Mapping[str, Any]],
+        *,
+        pin: str | None = None,
+        timeout_seconds: float | None = None,
+        on_cancel: str = "cascade",
+        key: str | None = None,
+    ) -> list[Child]:
+        """Start one child session per input, as ``spawn`` does for one, in ONE
+        fenced statement: the children, their first turns and their spawn steps
+        commit together, so N children cost one round trip and one commit.
+
+        Each child is a step of its own, with the keys N ``spawn`` calls would
+        take (``spawn:<n>`` ...; with ``key``: ``<key>:0``, ``<key>:1`` ...), so a
+        replay finds the same N children, never more; a replay that finds some
+        of them recorded (the code changed between attempts) spawns only the
+        others. The limits judge the batch as a whole: past ``max_depth``, or past
+        ``max_fanout`` with the turn's children so far, ``ChildRefused`` and
+        nothing written.
+        """
+        if on_cancel not in ("cascade", "abandon"):
+            raise ValueError(f"on_cancel must be 'cascade' or 'abandon', not {on_cancel!r}")
+        if not inputs:
+            return []
+        first = self._spawns
+        self._spawns += len(inputs)
+        keys = [f"spawn:{first + i}" if key is None else f"{key}:{i}" for i in range(len(inputs))]
+        digests = [_spawn_digest(i, pin, timeout_seconds, on_cancel) for i in inputs]
+        found: dict[str, Child] = {
+            k: _replayed_child(k, self._steps[k], d)
+            for k, d in zip(keys, digests, strict=True)
+            if k in self._steps
+        }
+        missing = [n for n, k in enumerate(keys) if k not in found]
+        with span(SPAN_STEP, step_key=keys[0], kind=str(StepKind.SPAWN)) as current:
+            current.set_attribute("stint.step.replayed", not missing)
+            current.set_attribute("stint.spawn.count", len(keys))
+            if missing:
+                self._guard()
+                spawned = await self._store.children.children_spawn_many(
+                    self._claim,
+                    turn_id=self.turn_id,
+                    children=NewChildren(
+                        [keys[n] for n in missing],
+                        [digests[n] for n in missing],
+                        [dict(inputs[n]) for n in missing],
+                        pin,
+                        timeout_seconds,
+                        on_cancel,
+                    ),
+                )
+                for n, child in zip(missing, spawned, strict=True):
+                    result = {
+                        "child_id": str(child.child_id),
+                        "child_turn_id": str(child.child_turn_id),
+                    }
+                    self._steps[keys[n]] = StepRecord(
+                        keys[n], StepKind.SPAWN, StepStatus.COMMITTED, digests[n], result
+                    )
+                    found[keys[n]] = Child(child.child_id, child.child_turn_id)
+                failpoint("after_spawn")
+            return [found[k] for k in keys]
 
     # A durable timeout (database clock, across workers): asyncio.timeout cannot outlive a slot.
     async def join(

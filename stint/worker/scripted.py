@@ -44,9 +44,10 @@ class ScriptedHarness:
     then waits for that signal (``ctx.wait_for``, at most ``timeout_s``) and
     the signal's payload (null after a timeout) ends up in the output. With
     ``spawn: {"count": n, "input": {...}, "wait": "all"|"any", "on_cancel": ...}``
-    it then starts n child sessions with that input (``ctx.spawn``) and joins
-    them (``ctx.join``, at most ``timeout_s``); their ends are the output's
-    ``children``.
+    it then starts n child sessions with that input in one statement
+    (``ctx.spawn_many``; with ``"one_by_one": true``, one ``ctx.spawn`` each)
+    and joins them (``ctx.join``, at most ``timeout_s``); their ends are the
+    output's ``children``. A child's input may spawn in turn: a tree.
     """
 
     def __init__(self, *, workspace: Path) -> None:
@@ -92,12 +93,13 @@ class ScriptedHarness:
 
 async def _delegate(ctx: TurnContext, spawn: dict[str, Any]) -> list[dict[str, Any]]:
     """Start ``spawn["count"]`` children and join them; their ends as JSON."""
-    children = [
-        await ctx.spawn(
-            dict(spawn.get("input", {})), on_cancel=str(spawn.get("on_cancel", "cascade"))
-        )
-        for _ in range(int(spawn.get("count", 1)))
-    ]
+    child_input = dict(spawn.get("input", {}))
+    on_cancel = str(spawn.get("on_cancel", "cascade"))
+    count = int(spawn.get("count", 1))
+    if spawn.get("one_by_one"):  # the statement per child that spawn_many replaced
+        children = [await ctx.spawn(child_input, on_cancel=on_cancel) for _ in range(count)]
+    else:
+        children = await ctx.spawn_many([child_input] * count, on_cancel=on_cancel)
     timeout = ctx.input.get("timeout_s")
     ends = await ctx.join(
         children,

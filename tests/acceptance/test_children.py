@@ -80,6 +80,42 @@ async def test_a_parent_joins_its_children_from_a_freed_slot(
     await _checks(pool, cluster)
 
 
+async def _spawn_steps(pool: Pool, parent: UUID) -> list[str]:
+    rows = await fetch(
+        pool,
+        "SELECT step_key FROM steps WHERE session_id = %s AND kind = 'spawn' ORDER BY step_key",
+        parent,
+    )
+    return [r[0] for r in rows]
+
+
+async def test_a_kill_after_spawn_many_finds_the_same_children_on_replay(
+    cluster: Cluster, db: ScratchTarget, pool: Pool
+) -> None:
+    client = ClientStore(db.config, pool)
+    doomed = cluster.start_worker(slots=2, failpoints="after_spawn:kill")
+    parent = await _enqueue(
+        client, "p", {"min_wait_ms": 0, "spawn": {"count": 3, "input": {"min_wait_ms": 0}}}
+    )
+    assert doomed.wait() == -signal.SIGKILL
+    # The one statement committed all three children and their steps, then the kill.
+    before = [cid for cid, _ in await _children(pool, parent)]
+    assert len(before) == 3
+    assert await _spawn_steps(pool, parent) == ["spawn:0", "spawn:1", "spawn:2"]
+    successor = cluster.start_worker(slots=2)
+    status, output, _ = await wait_until(lambda: _ended(pool, parent), what="the parent ends")
+    assert status == "succeeded"
+    assert [cid for cid, _ in await _children(pool, parent)] == before  # the same, no more
+    assert [end["id"] for end in output["children"]] == [str(cid) for cid in before]
+    assert [end["status"] for end in output["children"]] == ["succeeded"] * 3
+    assert (await event_kinds(pool, parent)).count("child.started") == 3
+    rows = await fetch(pool, "SELECT count(*) FROM sessions WHERE parent_id = %s", parent)
+    assert rows == [(3,)]
+    successor.signal(signal.SIGTERM)
+    assert successor.wait() == 0
+    await _checks(pool, cluster)
+
+
 async def test_a_cancelled_child_is_a_value_its_parent_sees(
     cluster: Cluster, db: ScratchTarget, pool: Pool
 ) -> None:
@@ -232,7 +268,10 @@ async def test_a_child_past_the_tenants_session_limit_is_refused(
     queued = await client.turns_enqueue(
         session_id=None,
         idempotency_key="p",
-        turn_input={"min_wait_ms": 0, "spawn": {"count": 2, "input": {"min_wait_ms": 0}}},
+        turn_input={
+            "min_wait_ms": 0,
+            "spawn": {"count": 2, "input": {"min_wait_ms": 0}, "one_by_one": True},
+        },
         tenant="acme",
     )
     status, _, error = await wait_until(
@@ -256,13 +295,24 @@ async def test_limits_refuse_a_child_and_write_nothing(
     result = cluster.stint("admission", "set", "--default", "--max-fanout", "2", "--max-depth", "1")
     assert result.returncode == 0, result.stderr
     worker = cluster.start_worker(slots=2)
-    wide = await _enqueue(
-        client, "wide", {"min_wait_ms": 0, "spawn": {"count": 3, "input": {"min_wait_ms": 0}}}
-    )
+    one_by_one = {"count": 3, "input": {"min_wait_ms": 0}, "one_by_one": True}
+    wide = await _enqueue(client, "wide", {"min_wait_ms": 0, "spawn": one_by_one})
     status, _, error = await wait_until(lambda: _ended(pool, wide), what="the wide parent ends")
     assert status == "failed" and error is not None
     assert error.startswith("ChildRefused: child refused: max_fanout limit of 2")
     assert len(await _children(pool, wide)) == 2  # the third wrote nothing
+    # One batch of three is refused whole: not cut down to the two that would fit.
+    batch = await _enqueue(
+        client, "batch", {"min_wait_ms": 0, "spawn": {"count": 3, "input": {"min_wait_ms": 0}}}
+    )
+    status, _, error = await wait_until(lambda: _ended(pool, batch), what="the batch parent ends")
+    assert status == "failed" and error is not None
+    assert error.startswith("ChildRefused: 3 children refused: max_fanout limit of 2")
+    assert await _children(pool, batch) == []
+    assert await _spawn_steps(pool, batch) == []
+    assert "child.started" not in await event_kinds(pool, batch)
+    rows = await fetch(pool, "SELECT count(*) FROM sessions WHERE parent_id = %s", batch)
+    assert rows == [(0,)]
     deep = await _enqueue(
         client,
         "deep",

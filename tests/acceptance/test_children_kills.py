@@ -24,15 +24,18 @@ _ENDED = ("succeeded", "failed", "cancelled", "interrupted")
 
 
 async def _delegating_parent(pool: Pool, db: ScratchTarget, *, gate: str | None) -> UUID:
-    """A parent that spawns three children (each one effect, then ``gate`` if named)
-    and joins them."""
+    """A parent that spawns three children one statement each (``ctx.spawn``: a kill
+    after the first leaves one), each one effect then ``gate`` if named, and joins them."""
     child: dict[str, Any] = {"min_wait_ms": 0}
     if gate is not None:
         child["gate"] = gate
     queued = await ClientStore(db.config, pool).turns_enqueue(
         session_id=None,
         idempotency_key="parent",
-        turn_input={"min_wait_ms": 0, "spawn": {"count": _CHILDREN, "input": child}},
+        turn_input={
+            "min_wait_ms": 0,
+            "spawn": {"count": _CHILDREN, "input": child, "one_by_one": True},
+        },
     )
     return queued.session_id
 

@@ -174,3 +174,77 @@ WHERE kind = 'model' AND status = 'committed' AND (result->>'quota_wait_s')::flo
 -- name: quota_deferral_waits
 -- The not-before distance of each hand-back for quota (turn.deferred's wait_s).
 SELECT (payload->>'wait_s')::float8 AS seconds FROM events WHERE kind = 'turn.deferred'
+
+-- name: delegation_sample
+-- One sample of a delegation run (stint/lab/delegation.py) under %(root)s: its
+-- descendants running now, and the sessions of the tree that hold a slot
+-- although their join began (running, a wait.started in their log, a child
+-- running): none is the claim that a joining parent waits slot-free.
+WITH RECURSIVE tree AS (
+    SELECT id, status FROM sessions WHERE id = %(root)s
+    UNION ALL
+    SELECT s.id, s.status FROM sessions s JOIN tree ON s.parent_id = tree.id
+)
+SELECT count(*) FILTER (WHERE tree.id <> %(root)s AND tree.status = 'running') AS running,
+       count(*) FILTER (
+           WHERE tree.status = 'running'
+             AND EXISTS (SELECT FROM events e
+                         WHERE e.session_id = tree.id AND e.kind = 'wait.started')
+             AND EXISTS (SELECT FROM sessions c
+                         WHERE c.parent_id = tree.id AND c.status = 'running')
+       ) AS holding
+FROM tree
+
+-- name: delegation_levels
+-- Per level below %(root)s (1: its children, 2: theirs ...): children spawned,
+-- ended (their spawned turn finished, any way) and succeeded.
+WITH RECURSIVE tree AS (
+    SELECT c.child_id, c.child_turn_id, 1 AS level FROM children c WHERE c.parent_id = %(root)s
+    UNION ALL
+    SELECT c.child_id, c.child_turn_id, tree.level + 1
+    FROM children c JOIN tree ON c.parent_id = tree.child_id
+    WHERE tree.level < 64
+)
+SELECT tree.level,
+       count(*) AS spawned,
+       count(*) FILTER (WHERE t.status IN ('succeeded', 'failed', 'cancelled', 'interrupted'))
+           AS ended,
+       count(*) FILTER (WHERE t.status = 'succeeded') AS succeeded
+FROM tree
+LEFT JOIN turns t ON t.id = tree.child_turn_id
+GROUP BY tree.level
+ORDER BY tree.level
+
+-- name: turn_outcome
+-- One turn's status, and its enqueue-to-finish seconds once it finished (database clock).
+SELECT status, finished_at IS NOT NULL AS finished,
+       extract(epoch FROM finished_at - enqueued_at)::float8 AS seconds
+FROM turns
+WHERE id = %(turn_id)s
+
+-- name: delegation_phases
+-- Where a delegation's end-to-end time went (seconds from the root turn's
+-- enqueue, database clock): its last child.started (every spawn of the root
+-- done), the first and the last start of a descendant's turn, the last end
+-- of one; and the root's tail, from that last end to its own finish (the
+-- report, the wake, the claim and the replay).
+WITH RECURSIVE tree AS (
+    SELECT c.child_id, c.child_turn_id, 1 AS level FROM children c WHERE c.parent_id = %(root)s
+    UNION ALL
+    SELECT c.child_id, c.child_turn_id, tree.level + 1
+    FROM children c JOIN tree ON c.parent_id = tree.child_id
+    WHERE tree.level < 64
+), below AS (
+    SELECT min(t.first_claimed_at) AS first_start, max(t.first_claimed_at) AS last_start,
+           max(t.finished_at) AS last_end
+    FROM tree JOIN turns t ON t.id = tree.child_turn_id
+)
+SELECT extract(epoch FROM (SELECT max(e.created_at) FROM events e
+                           WHERE e.session_id = %(root)s AND e.kind = 'child.started')
+                          - r.enqueued_at)::float8 AS spawned_s,
+       extract(epoch FROM below.first_start - r.enqueued_at)::float8 AS first_start_s,
+       extract(epoch FROM below.last_start - r.enqueued_at)::float8 AS last_start_s,
+       extract(epoch FROM below.last_end - r.enqueued_at)::float8 AS last_end_s,
+       extract(epoch FROM r.finished_at - below.last_end)::float8 AS root_tail_s
+FROM turns r, below
+WHERE r.id = %(turn_id)s

@@ -24,8 +24,9 @@ __all__ = [
     "CostMeter",
     "Reading",
     "Window",
-    "cpu_ceiling",
+    "ceiling_fraction",
     "costs",
+    "cpu_ceiling",
     "load_average",
 ]
 

@@ -96,10 +96,16 @@ class AgentTool:
 
 
 class ToolRegistry:
-    """Tools by name, in registration order (the order the model sees)."""
+    """Tools by name, in registration order (the order the model sees).
+
+    Each tool's schema is built once, when it is registered: pydantic builds a
+    JSON schema anew on every ``model_json_schema()`` call, and every model call
+    of every turn sends them all.
+    """
 
     def __init__(self) -> None:
         self._tools: dict[str, AgentTool] = {}
+        self._schemas: list[dict[str, Any]] = []
 
     @overload
     def tool(self, function: ToolFunction, /) -> ToolFunction: ...
@@ -180,13 +186,15 @@ class ToolRegistry:
         return len(self._tools)
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [t.schema() for t in self._tools.values()]
+        """The ``tools`` entries, in order; shared by every request: read, never change them."""
+        return list(self._schemas)
 
     def _add(self, tool: AgentTool) -> None:
         if not tool.name.replace("_", "").replace("-", "").isalnum() or len(tool.name) > 64:
             raise ValueError(f"tool name {tool.name!r}: letters, digits, _ and - only, <= 64")
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._schemas.append(tool.schema())
         self._tools[tool.name] = tool
 
 

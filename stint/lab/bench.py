@@ -1,6 +1,7 @@
 """``make bench``: zero-wait turns through real workers, reported as figures.
 
-For each configuration (1 worker x 32 slots and 2 workers x 4 slots by
+For each configuration (the scripted fixture at 1 worker x 32 slots and 2
+workers x 4 slots, and the agents harness ``stint.agents:chat`` at 1 x 32, by
 default): a fresh durable throwaway PostgreSQL; W real ``worker`` processes,
 registered, then paused (SIGSTOP) while the turns are enqueued, then resumed
 and measured until every turn finished. Figures: turns/s from PostgreSQL audit
@@ -16,6 +17,15 @@ often a statement waited for one of the worker's few pool connections and for
 how long, scraped from each worker's ``/metrics`` at the end (so the workers
 run as deployed: health port and metrics on). Writes ``docs/load/bench/latest.json``
 and appends a line per configuration to ``docs/load/benchmarks.md``.
+
+The agents harness runs the load test's turn (``LOAD_SCRIPT``: a model call
+asking for the native journal tool, the tool, a model call for the reply)
+against the fake OpenAI-compatible provider in a thread of this process, with
+no latency, so its figures are the harness's own cost; each of its results
+also gives its worker CPU per turn over the scripted fixture's at the same
+workers x slots (``cpu_x_scripted``; issue 27's goal: at most 1.5).
+``--worker-prefix`` starts each worker under a command that execs it
+(``valgrind --tool=callgrind``: instruction counts, stable on a shared machine).
 """
 
 from __future__ import annotations
@@ -25,13 +35,16 @@ import asyncio
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import urllib.request
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,9 +55,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stint.lab.bench_compare import comparison_lines, last_committed
 from stint.lab.environment import DOCS
+from stint.lab.fake_provider import FakeProvider
+from stint.lab.fake_script import LOAD_SCRIPT
 from stint.lab.free_port import free_port
 from stint.lab.processes import spawn_worker, stop_workers
 from stint.lab.server_cpu import pg_cpu_seconds
+from stint.lab.workload import AGENT_TURN_INPUT, AGENTS_HARNESS, agent_env
 from stint.postgres.scratch import ScratchDatabases, ScratchTarget
 from stint.postgres.throwaway import ThrowawayTemplate
 from stint.store.client import ClientStore
@@ -54,14 +70,32 @@ from stint.store.probe import ProbeStore
 
 __all__ = ["main"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: each result names its harness; agents results carry cpu_x_scripted
+SCRIPTED = "scripted"
+AGENTS = "agents"
 _SAMPLE_SECONDS = 0.05
 _SAMPLES_PER_POLL = 5
 _TURNS_PER_SESSION = 10
 
 
 @dataclass(frozen=True)
+class BenchConfig:
+    """One measured configuration: which harness, how many workers and slots each."""
+
+    harness: str
+    workers: int
+    slots: int
+    turns: int
+
+    @property
+    def label(self) -> str:
+        shape = f"{self.workers}x{self.slots}"
+        return shape if self.harness == SCRIPTED else f"{shape} {self.harness}"
+
+
+@dataclass(frozen=True)
 class BenchResult:
+    harness: str
     workers: int
     slots: int
     turns: int
@@ -75,6 +109,8 @@ class BenchResult:
     failed_turns: int
     pool_borrows_waited: float
     pool_wait_ms_per_turn: float
+    cpu_x_scripted: float | None = None
+    """Worker CPU per turn over the scripted fixture's in the same run and shape."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +137,7 @@ def _pool_wait(port: int) -> PoolWait:
     )
 
 
-async def _enqueue_all(client: ClientStore, turns: int) -> None:
+async def _enqueue_all(client: ClientStore, turns: int, turn_input: dict[str, Any]) -> None:
     sessions = max(1, turns // _TURNS_PER_SESSION)
 
     async def one_session(i: int) -> None:
@@ -110,7 +146,7 @@ async def _enqueue_all(client: ClientStore, turns: int) -> None:
             result = await client.turns_enqueue(
                 session_id=session_id,
                 idempotency_key=f"{i}-{t}",
-                turn_input={"min_wait_ms": 0},
+                turn_input=turn_input,
             )
             session_id = result.session_id
 
@@ -124,10 +160,38 @@ async def _workers_registered(probe: ProbeStore, expected: int) -> None:
             await asyncio.sleep(_SAMPLE_SECONDS)
 
 
+@contextmanager
+def _harness_env(harness: str) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
+    """The workers' harness settings and the turn input; for the agents harness, the
+    fake provider (no latency) serves from a thread of this process meanwhile."""
+    if harness == SCRIPTED:
+        yield {}, {"min_wait_ms": 0}
+        return
+    with FakeProvider(LOAD_SCRIPT).running() as url:
+        yield agent_env(AGENTS_HARNESS, url), dict(AGENT_TURN_INPUT)
+
+
 async def run_one(
-    target: ScratchTarget, postmaster: int, workers: int, slots: int, turns: int
+    target: ScratchTarget,
+    postmaster: int,
+    bench: BenchConfig,
+    *,
+    worker_prefix: Sequence[str] = (),
+) -> BenchResult:
+    with _harness_env(bench.harness) as (harness_env, turn_input):
+        return await _run_one(target, postmaster, bench, harness_env, turn_input, worker_prefix)
+
+
+async def _run_one(
+    target: ScratchTarget,
+    postmaster: int,
+    bench: BenchConfig,
+    harness_env: dict[str, str],
+    turn_input: dict[str, Any],
+    worker_prefix: Sequence[str],
 ) -> BenchResult:
     config: StoreConfig = target.config
+    workers, slots, turns = bench.workers, bench.slots, bench.turns
     workspace = Path(tempfile.mkdtemp(prefix="stint-bench-"))
     env = {
         "STINT_DATABASE_URL": config.conninfo,
@@ -135,13 +199,18 @@ async def run_one(
         "STINT_WORKSPACE": str(workspace),
         "STINT_LOG_LEVEL": "warning",
         "STINT_AUTO_MIGRATE": "false",
+        **harness_env,
     }
     pool = await open_pool(config, ROLE_CLI, min_size=1, max_size=8)
     client = ClientStore(config, pool)
     probe = ProbeStore(config, pool)
     ports = [free_port() for _ in range(workers)]
     procs: list[subprocess.Popen[bytes]] = [
-        spawn_worker(env={**env, "STINT_HEALTH_PORT": str(port)}, args=["--slots", str(slots)])
+        spawn_worker(
+            env={**env, "STINT_HEALTH_PORT": str(port)},
+            args=["--slots", str(slots)],
+            prefix=worker_prefix,
+        )
         for port in ports
     ]
     try:
@@ -149,7 +218,7 @@ async def run_one(
         handles = [psutil.Process(p.pid) for p in procs]
         for p in procs:
             p.send_signal(signal.SIGSTOP)
-        await _enqueue_all(client, turns)
+        await _enqueue_all(client, turns, turn_input)
         cpu_before = sum(_cpu(h) for h in handles)
         postgres_before = _server_cpu(postmaster)
         await probe.statements_reset()
@@ -183,6 +252,7 @@ async def run_one(
     cpu_ms = cpu * 1000 / len(timings)
     postgres_ms = postgres_cpu * 1000 / len(timings)
     return BenchResult(
+        harness=bench.harness,
         workers=workers,
         slots=slots,
         turns=len(timings),
@@ -213,26 +283,43 @@ def _server_cpu(postmaster: int) -> float:
     return seconds
 
 
-async def run_all(configs: list[tuple[int, int]], turns: int) -> list[BenchResult]:
+async def run_all(
+    configs: Sequence[BenchConfig], *, worker_prefix: Sequence[str] = ()
+) -> list[BenchResult]:
     template = ThrowawayTemplate(
         durable=True, settings={"shared_preload_libraries": "pg_stat_statements"}
     )
     results = []
     try:
-        for workers, slots in configs:
+        for bench in configs:
             cluster = template.new_cluster()
             try:
                 scratch = ScratchDatabases(StoreConfig(conninfo=cluster.conninfo()))
                 await scratch.prepare()
                 target = await scratch.create()
-                result = await run_one(target, cluster.postmaster_pid(), workers, slots, turns)
+                result = await run_one(
+                    target, cluster.postmaster_pid(), bench, worker_prefix=worker_prefix
+                )
                 print(json.dumps(asdict(result)), flush=True)
                 results.append(result)
             finally:
                 cluster.destroy()
     finally:
         template.cleanup()
-    return results
+    return with_ratios(results)
+
+
+def with_ratios(results: Sequence[BenchResult]) -> list[BenchResult]:
+    """Each agent loop's result with its worker CPU per turn over the scripted
+    fixture's at the same workers x slots (None when that was not measured)."""
+    scripted = {(r.workers, r.slots): r for r in results if r.harness == SCRIPTED}
+    out = []
+    for r in results:
+        twin = scripted.get((r.workers, r.slots))
+        if r.harness != SCRIPTED and twin is not None and twin.cpu_ms_per_turn > 0:
+            r = replace(r, cpu_x_scripted=round(r.cpu_ms_per_turn / twin.cpu_ms_per_turn, 2))
+        out.append(r)
+    return out
 
 
 def _environment() -> dict[str, Any]:
@@ -261,12 +348,14 @@ def _write(results: list[BenchResult], command: str) -> None:
         table.write_text(_HEADER)
     with table.open("a") as out:
         for r in results:
+            shape = f"{r.workers} x {r.slots}" + ("" if r.harness == SCRIPTED else f" {r.harness}")
+            ratio = "" if r.cpu_x_scripted is None else f" {r.cpu_x_scripted} |"
             out.write(
-                f"| {stamp} | {r.workers} x {r.slots} | {r.turns} | {r.turns_per_second} | "
+                f"| {stamp} | {shape} | {r.turns} | {r.turns_per_second} | "
                 f"{r.cpu_ms_per_turn} | {r.peak_rss_mib_per_worker} | "
                 f"{r.statements_per_turn} | {r.failed_turns} | "
                 f"{r.pool_borrows_waited} | {r.pool_wait_ms_per_turn} | "
-                f"{r.postgres_cpu_ms_per_turn} | {r.cpu_ceiling_turns_per_second} |\n"
+                f"{r.postgres_cpu_ms_per_turn} | {r.cpu_ceiling_turns_per_second} |{ratio}\n"
             )
 
 
@@ -283,11 +372,24 @@ borrows that waited for a free connection and "pool wait" the time spent so, per
 postmaster and every backend, the benchmark's own progress polls included), and
 "CPU ceiling" the turns/s at which the two would use every core of this machine: no
 configuration can pass it here, and the distance to it is time spent waiting.
+Rows whose W x S names `agents` ran the agents harness (`stint.agents:chat`, the load
+test's turn: two model calls and a journal tool) against the fake provider with no
+latency; "CPU x scripted" is their worker CPU per turn over the scripted fixture's of the
+same run and shape.
 
 | when | W x S | turns | turns/s | CPU ms/turn | peak RSS MiB/worker | statements/turn | failed \
-| pool waited | pool wait ms/turn | PG CPU ms/turn | CPU ceiling turns/s |
-| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| pool waited | pool wait ms/turn | PG CPU ms/turn | CPU ceiling turns/s | CPU x scripted |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 """
+
+
+def _configs(harness: str, shapes: str, turns: int) -> list[BenchConfig]:
+    """``1x32,2x4`` as configurations of ``harness``."""
+    found = []
+    for shape in filter(None, shapes.split(",")):
+        workers, _, slots = shape.partition("x")
+        found.append(BenchConfig(harness, int(workers), int(slots), turns))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,12 +400,32 @@ def main(argv: list[str] | None = None) -> int:
         default=10_000,
         help="turns per configuration (10000: long enough that the start-up ramp is a small part)",
     )
-    parser.add_argument("--configs", default="1x32,2x4", help="workers x slots list (1x32,2x4)")
+    parser.add_argument(
+        "--configs", default="1x32,2x4", help="the scripted fixture's workers x slots (1x32,2x4)"
+    )
+    parser.add_argument(
+        "--agents", default="1x32", help="the agents harness's workers x slots (1x32; '': none)"
+    )
+    parser.add_argument(
+        "--agent-turns",
+        type=int,
+        default=4_000,
+        help="turns per agents configuration (4000: each costs a few scripted turns)",
+    )
+    parser.add_argument(
+        "--worker-prefix",
+        default="",
+        help="a command that execs each worker, e.g. 'valgrind --tool=callgrind "
+        "--callgrind-out-file=/tmp/cg.%%p' (instruction counts)",
+    )
     parser.add_argument("--no-write", action="store_true", help="print only, write no files")
     args = parser.parse_args(argv)
-    configs = [tuple(int(n) for n in c.split("x")) for c in args.configs.split(",")]
+    configs = [
+        *_configs(SCRIPTED, args.configs, args.turns),
+        *_configs(AGENTS, args.agents, args.agent_turns),
+    ]
     before = last_committed(DOCS / "load" / "bench" / "latest.json")
-    results = uvloop.run(run_all([(w, s) for w, s in configs], args.turns))
+    results = uvloop.run(run_all(configs, worker_prefix=shlex.split(args.worker_prefix)))
     for line in comparison_lines([asdict(r) for r in results], before):
         print(line, flush=True)
     if not args.no_write:

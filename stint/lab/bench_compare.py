@@ -24,6 +24,7 @@ FIGURES = (
     "peak_rss_mib_per_worker",
     "uss_mib_per_worker",
     "statements_per_turn",
+    "cpu_x_scripted",
 )
 """The figures compared, in the order printed."""
 
@@ -60,12 +61,15 @@ def comparison_lines(
     now: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]]
 ) -> list[str]:
     """One line per configuration and figure: ``1x32 turns_per_second 612.0 (last
-    410.2, x1.49)``; a configuration the last run did not have says so."""
-    last = {(r.get("workers"), r.get("slots")): r for r in before}
+    410.2, x1.49)``, ``1x32 agents cpu_ms_per_turn ...``; a configuration the last
+    run did not have says so. Results without a harness (schema 1) are the scripted
+    fixture's."""
+    last = {_key(r): r for r in before}
     lines = []
     for result in now:
-        key = (result["workers"], result["slots"])
-        label = f"{key[0]}x{key[1]}"
+        key = _key(result)
+        harness, workers, slots = key
+        label = f"{workers}x{slots}" + ("" if harness == "scripted" else f" {harness}")
         previous = last.get(key)
         for figure in FIGURES:
             value = result.get(figure)
@@ -77,3 +81,7 @@ def comparison_lines(
             else:
                 lines.append(f"{label} {figure} {value} (no last run)")
     return lines
+
+
+def _key(result: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    return (result.get("harness", "scripted"), result.get("workers"), result.get("slots"))

@@ -24,7 +24,9 @@ __all__ = [
     "CostMeter",
     "Reading",
     "Window",
+    "ceiling_fraction",
     "costs",
+    "cpu_ceiling",
     "load_average",
 ]
 
@@ -117,6 +119,20 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def cpu_ceiling(cores: int, worker_ms: float | None, pg_ms: float | None) -> float | None:
+    """The turns/s at which the workers and PostgreSQL, at these CPU ms per turn,
+    would keep every one of ``cores`` busy: no run on this machine can pass it,
+    whatever it waits for. None when either cost was not measured (or is zero)."""
+    if worker_ms is None or pg_ms is None or worker_ms + pg_ms <= 0:
+        return None
+    return round(cores * 1000 / (worker_ms + pg_ms), 1)
+
+
+def ceiling_fraction(turns_per_s: float, ceiling: float | None) -> float | None:
+    """The share of the CPU ceiling a burst ran at (1: the machine's cores were the bound)."""
+    return None if ceiling is None or ceiling <= 0 else round(turns_per_s / ceiling, 3)
+
+
 def _ms_per(value: float | None, count: float) -> float | None:
     return None if value is None or count <= 0 else round(1000 * value / count, 4)
 
@@ -144,10 +160,7 @@ def costs(
         above_idle = held - idle_worker / 1000 * hold.seconds * workers
         wait = _ms_per(above_idle, hold_busy_slots * hold.seconds)
     busy = warm.end.host.busy_fraction_since(warm.start.host)
-    ceiling = None
-    if worker_per_turn is not None and pg_per_turn is not None:
-        cores = os.cpu_count() or 1
-        ceiling = round(cores * 1000 / (worker_per_turn + pg_per_turn), 1)
+    ceiling = cpu_ceiling(os.cpu_count() or 1, worker_per_turn, pg_per_turn)
     bound = None
     if busy is not None:
         bound = busy >= CPU_BOUND_HOST_BUSY or (
@@ -163,6 +176,7 @@ def costs(
         hold_busy_slots=hold_busy_slots,
         host_cpu_busy=None if busy is None else round(busy, 3),
         cpu_ceiling_turns_per_s=ceiling,
+        cpu_ceiling_fraction=ceiling_fraction(turns_per_s, ceiling),
         cpu_bound=bound,
         load_average=load_average,
     )

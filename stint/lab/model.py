@@ -144,7 +144,9 @@ class Costs:
     None for the agents harness, whose waits are model calls). ``host_cpu_busy``: the
     whole machine's busy share during the warm burst, every process counted;
     ``cpu_bound`` when it reached 0.9 or the burst ran at 0.8 of the CPU ceiling
-    (the turns/s at which workers and PostgreSQL would use every core).
+    (the turns/s at which workers and PostgreSQL would use every core: the
+    machine's cores over the two's CPU ms per turn); ``cpu_ceiling_fraction``: the
+    warm burst's turns/s over that ceiling.
     """
 
     worker_cpu_ms_per_turn: float | None
@@ -158,6 +160,7 @@ class Costs:
     cpu_ceiling_turns_per_s: float | None
     cpu_bound: bool | None
     load_average: list[float]
+    cpu_ceiling_fraction: float | None = None
 
 
 @dataclass

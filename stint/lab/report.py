@@ -41,7 +41,12 @@ _GROUP = ("harness", "workers", "slots", "sessions", "tool_wait_ms", "model_late
 _GROUP_DEFAULTS: dict[str, Any] = {"harness": "scripted", "model_latency_ms": 0}
 _PHASE_FIGURES = ("turns_per_s", "fraction_of_limit", "e2e_p95_s", "handoff_p95_ms", "claim_p95_ms")
 # Each case's cost figures (model.Costs) a summary row gives as ranges over its reps.
-_COST_FIGURES = (*RANGED_COSTS, "host_cpu_busy", "cpu_ceiling_turns_per_s")
+_COST_FIGURES = (
+    *RANGED_COSTS,
+    "host_cpu_busy",
+    "cpu_ceiling_turns_per_s",
+    "cpu_ceiling_fraction",
+)
 _CHARTS = ("throughput.png", "p95.png", "rss.png")
 _NOT_MEASURED = "not measured"
 _X = "\N{MULTIPLICATION SIGN}"
@@ -195,12 +200,30 @@ def _config(row: dict[str, Any]) -> str:
     return f"{row['workers']} {_X} {row['slots']}"
 
 
+_CEILING_HEAD = (
+    "| Worker CPU ms/turn (warm) | PostgreSQL CPU ms/turn (warm) | CPU ceiling turns/s "
+    "| Fraction of the CPU ceiling (warm) |"
+)
+
+
+def _ceiling_cells(row: dict[str, Any]) -> list[str]:
+    """Each rep's CPU per turn (workers, PostgreSQL), the CPU ceiling it gives, and the
+    warm burst's share of it: ranges over the reps."""
+    costs = row.get("costs") or {}
+    return [
+        _fmt(costs.get("worker_cpu_ms_per_turn"), 2),
+        _fmt(costs.get("pg_cpu_ms_per_turn"), 2),
+        _fmt(costs.get("cpu_ceiling_turns_per_s"), 0),
+        _fmt(costs.get("cpu_ceiling_fraction"), 2),
+    ]
+
+
 def _results_table(summary: list[dict[str, Any]]) -> list[str]:
     lines = [
         f"| Workers {_X} slots each | Sessions | Tool wait | Completed turns/s (warm) "
         "| Completed turns/s (cold) | Fraction of limit (warm) | End-to-end p95 (warm) "
-        "| Handoff p95 (warm) | Peak sum worker RSS | Worker CPU-s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| Handoff p95 (warm) | Peak sum worker RSS | Worker CPU-s " + _CEILING_HEAD,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in summary:
         warm, cold = row["warm"], row["cold"]
@@ -215,6 +238,7 @@ def _results_table(summary: list[dict[str, Any]]) -> list[str]:
             _fmt(warm.get("handoff_p95_ms"), 1, "ms"),
             _fmt(row["peak_sum_rss_mib"], 0, "MiB"),
             _fmt(row["worker_cpu_seconds"], 2),
+            *_ceiling_cells(row),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -273,8 +297,8 @@ def _agents_section(summary: list[dict[str, Any]]) -> list[str]:
         "",
         f"| Harness | Workers {_X} slots each | Sessions | Waits per turn | Reps passed "
         "| Completed turns/s (warm) | Completed turns/s (cold) | Fraction of limit (warm) "
-        "| End-to-end p95 (warm) | Peak RSS per worker | Worker CPU-s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| End-to-end p95 (warm) | Peak RSS per worker | Worker CPU-s " + _CEILING_HEAD,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in agents:
         twins = [
@@ -298,6 +322,7 @@ def _agents_section(summary: list[dict[str, Any]]) -> list[str]:
                 _fmt(shown["warm"]["e2e_p95_s"], 2, "s"),
                 _one(shown["peak_rss_mib_per_worker_max"], 0, "MiB"),
                 _fmt(shown["worker_cpu_seconds"], 2),
+                *_ceiling_cells(shown),
             ]
             lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
@@ -375,6 +400,12 @@ def render_markdown(matrix: dict[str, Any]) -> str:
         f"- Physical limit = sessions / (waves {_X} tool wait): "
         "every slot busy back to back. "
         "Fraction of limit is completed turns/s over it.",
+        "- CPU ceiling = this machine's cores / (worker + PostgreSQL CPU ms per turn), each "
+        "rep's own, measured over its warm burst: the turns/s at which the workers and "
+        "PostgreSQL would keep every core busy, whatever they wait for. Fraction of the CPU "
+        "ceiling is the warm burst's turns/s over it: a cell near 1 was bounded by this "
+        "machine's cores, not by Stint's waits. PostgreSQL's CPU leaves out the load test's "
+        "own probes; the cgroup limits above (PostgreSQL's CPU share) can bind below it.",
         "- PostgreSQL's peak here is a small fresh dataset; do not size the database from it.",
         "",
     ]

@@ -19,7 +19,7 @@ from stint.lab.fake_script import LOAD_SCRIPT
 from stint.lab.model import AGENT_MODEL_CALLS_PER_TURN, CaseSpec
 from stint.ops.checks import Check
 
-__all__ = ["Workload", "workload"]
+__all__ = ["AGENT_TURN_INPUT", "Workload", "agent_env", "workload"]
 
 SCRIPTED_HARNESS = "stint.worker.scripted:harness"
 AGENTS_HARNESS = "stint.agents:chat"
@@ -30,6 +30,13 @@ AGENT_LOOPS = {
     "pydantic-ai": "stint.lab.load_agents:pydantic_ai",
 }
 _MODEL = "fake-model"
+AGENT_TURN_INPUT = {"message": "load test turn: please note it"}
+"""An agent loop's turn in a load case and in ``make bench`` (``LOAD_SCRIPT`` answers it)."""
+
+
+def agent_env(harness: str, url: str) -> dict[str, str]:
+    """The worker settings that run ``harness`` against the fake provider at ``url``."""
+    return {"STINT_HARNESS": harness, "STINT_MODEL_BASE_URL": url, "STINT_MODEL": _MODEL}
 
 
 @dataclass
@@ -81,11 +88,7 @@ def workload(spec: CaseSpec) -> Iterator[Workload]:
                     "tool": "note (the native journal tool)",
                 },
             },
-            env={
-                "STINT_HARNESS": harness,
-                "STINT_MODEL_BASE_URL": url,
-                "STINT_MODEL": _MODEL,
-            },
-            turn_input={"message": "load test turn: please note it"},
+            env=agent_env(harness, url),
+            turn_input=dict(AGENT_TURN_INPUT),
             fake=fake,
         )

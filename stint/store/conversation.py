@@ -62,8 +62,8 @@ class ConversationStore:
             "owner": claim.owner,
             "epoch": claim.epoch,
             "turn_id": turn_id,
-            "roles": [str(m["role"]) for m in messages],
-            "messages": [Jsonb(dict(m)) for m in messages],
+            # One jsonb array, dumped once: a jsonb[] is dumped element by element.
+            "messages": Jsonb([dict(m) for m in messages]),
         }
         async with guarded("messages_append", self._config), self._pool.connection() as conn:
             cur = await execute(conn, "messages_append", **params)

@@ -133,8 +133,15 @@ async def test_tools_run_and_the_conversation_is_remembered(
         "system", "user", "assistant", "tool", "assistant", "user", "assistant", "tool",
         "assistant", "user",
     ]  # fmt: skip
-    rows = await fetch(pool, "SELECT role FROM conversation_messages ORDER BY turn_seq, idx")
+    rows = await fetch(
+        pool, "SELECT role, message ->> 'role' FROM conversation_messages ORDER BY turn_seq, idx"
+    )
     assert len(rows) == 10
+    # The role column (the window's and the retention's) is each message's own role.
+    assert [r[0] for r in rows] == [r[1] for r in rows] == [
+        "user", "assistant", "tool", "assistant", "user", "assistant", "tool", "assistant",
+        "user", "assistant",
+    ]  # fmt: skip
     # Each tool's effect is one fsync'd journal line keyed by its step: add's result
     # (a function tool), then the note (the native journal tool).
     assert driver.session is not None

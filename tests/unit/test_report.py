@@ -80,6 +80,7 @@ def _costs(per_turn: float, *, bound: bool = False) -> Costs:
         cpu_ceiling_turns_per_s=400.0,
         cpu_bound=bound,
         load_average=[1.5, 1.0, 0.5],
+        cpu_ceiling_fraction=per_turn / 50,
     )
 
 
@@ -214,6 +215,8 @@ def test_costs_are_ranges_over_reps_and_count_the_cpu_bound_ones() -> None:
     assert costs["pg_cpu_ms_per_turn"] == [1.25, 1.5]
     assert costs["wait_worker_cpu_ms_per_slot_s"] == [-0.5, -0.5]
     assert costs["host_cpu_busy"] == [0.5, 0.95]
+    assert costs["cpu_ceiling_turns_per_s"] == [400.0, 400.0]
+    assert costs["cpu_ceiling_fraction"] == [0.05, 0.06]
     assert (costs["cpu_bound_reps"], costs["load_average_1m"]) == (1, [1.5, 1.5])
     assert row["peak_rss_mib_per_worker"] == [222.4, 230.0]
     assert row["db_connections_per_worker"] == [5.0, 5.0]
@@ -252,7 +255,9 @@ def test_markdown_has_the_seed_table_ranges_and_command() -> None:
     assert (
         "| Workers \N{MULTIPLICATION SIGN} slots each | Sessions | Tool wait "
         "| Completed turns/s (warm) | Completed turns/s (cold) | Fraction of limit (warm) "
-        "| End-to-end p95 (warm) | Handoff p95 (warm) | Peak sum worker RSS | Worker CPU-s |"
+        "| End-to-end p95 (warm) | Handoff p95 (warm) | Peak sum worker RSS | Worker CPU-s "
+        "| Worker CPU ms/turn (warm) | PostgreSQL CPU ms/turn (warm) | CPU ceiling turns/s "
+        "| Fraction of the CPU ceiling (warm) |"
     ) in text
     row = next(
         line
@@ -262,7 +267,8 @@ def test_markdown_has_the_seed_table_ranges_and_command() -> None:
     assert row == (
         "| 2 \N{MULTIPLICATION SIGN} 4 | 24 | 250ms | 16.00\N{EN DASH}20.00 "
         "| 6.77\N{EN DASH}6.98 | 0.50\N{EN DASH}0.62 | 3.36s | not measured "
-        "| 442\N{EN DASH}449MiB | 3.88\N{EN DASH}4.19 |"
+        "| 442\N{EN DASH}449MiB | 3.88\N{EN DASH}4.19 "
+        "| 2.50\N{EN DASH}3.00 | 1.25\N{EN DASH}1.50 | 400 | 0.05\N{EN DASH}0.06 |"
     )
     assert COMMAND in text
     assert "2026-10-12T10:00:00+00:00" in text

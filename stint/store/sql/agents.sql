@@ -16,8 +16,9 @@ SELECT (SELECT count(*) FROM earlier) AS total,
                  FROM recent), '[]'::jsonb) AS messages
 
 -- name: messages_append
--- Under the lease: record a running turn's messages. Keyed by (session, turn
--- seq, index), so a replayed turn that writes them again changes nothing.
+-- Under the lease: record a running turn's messages (one jsonb array, each
+-- message's role read from it). Keyed by (session, turn seq, index), so a
+-- replayed turn that writes them again changes nothing.
 -- No row back: the lease is lost and nothing was written.
 -- Safe under READ COMMITTED: the fence is the locked row; the turn's status,
 -- read beside it, cannot change under the fence; a key written twice is ignored.
@@ -33,10 +34,10 @@ WITH fence AS (
 ), added AS (
     INSERT INTO conversation_messages
         (session_id, turn_seq, idx, turn_id, role, message, lease_epoch)
-    SELECT %(session_id)s, turn.seq, (m.ord - 1)::integer, %(turn_id)s, m.role, m.message,
-           %(epoch)s
+    SELECT %(session_id)s, turn.seq, (m.ord - 1)::integer, %(turn_id)s,
+           m.message ->> 'role', m.message, %(epoch)s
     FROM fence, turn,
-         unnest(%(roles)s::text[], %(messages)s::jsonb[]) WITH ORDINALITY AS m (role, message, ord)
+         jsonb_array_elements(%(messages)s::jsonb) WITH ORDINALITY AS m (message, ord)
     ON CONFLICT (session_id, turn_seq, idx) DO NOTHING
     RETURNING 1
 )

@@ -30,8 +30,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The suite in TEST_PROCESSES processes (pytest-xdist), a test file to a process: most of
+# a test's time is waiting on the workers and servers it starts, so more processes than
+# cores fill them. Each process has its own throwaway PostgreSQL. TEST_PROCESSES=0: one.
+TEST_PROCESSES ?= 3
 pytest: $(STAMP)
-	$(BIN)/pytest -q --durations=25
+	$(BIN)/pytest -q --durations=25 -n $(TEST_PROCESSES) --dist loadfile
 
 test: lint typecheck pytest
 

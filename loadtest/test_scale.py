@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from stint.lab.backends import LoadBackends
-from stint.lab.scale import ScaleDriver, ScalePlan
+from stint.lab.scale import PROBE_APPLICATION, ScaleDriver, ScalePlan
 from stint.lab.scale_report import write_scale
 from stint.ops.checks import run_checks
 from stint.store.client import ClientStore
@@ -49,9 +49,11 @@ async def test_scale_soak_keeps_the_hot_path_flat_as_history_grows(
     cgroup = backends.worker_cgroup("scale")
     config = database.target.config
     pool = await open_pool(config, ROLE_CLI, min_size=4, max_size=8)
+    # The probe on connections of its own: their server CPU is reported apart.
+    probe_pool = await open_pool(config, PROBE_APPLICATION, min_size=1, max_size=2)
     workspace = tmp_path / "workspace"
     try:
-        probe = ProbeStore(config, pool)
+        probe = ProbeStore(config, probe_pool)
         driver = ScaleDriver(
             plan,
             client=ClientStore(config, pool),
@@ -81,6 +83,7 @@ async def test_scale_soak_keeps_the_hot_path_flat_as_history_grows(
         write_scale(DOCS, figures)
         assert report.passed, failed
     finally:
+        await probe_pool.close()
         await pool.close()
         await database.close(keep=False)
         if cgroup is not None:

@@ -32,18 +32,21 @@ import psutil
 from stint.lab.arrivals import evenly, produce
 from stint.lab.processes import spawn_worker, stop_workers
 from stint.lab.runner import WORKER_SETTINGS
-from stint.lab.server_cpu import pg_cpu_seconds
+from stint.lab.server_cpu import ServerCpu
 from stint.ops.stats import percentile
 from stint.store.client import ClientStore
 from stint.store.errors import StoreError
-from stint.store.probe import ProbeStore
+from stint.store.probe import ProbeStore, StatementStat
 from stint.store.worker_store import SqlWorkerStore
 
-__all__ = ["ScalePlan", "ScaleRun", "Window"]
+__all__ = ["PROBE_APPLICATION", "ScalePlan", "ScaleRun", "Window"]
 
+PROBE_APPLICATION = "stint-load-probe"
+"""The application_name of the soak's own probe connections: their server CPU is
+the measurement's, reported apart from what the turns cost."""
 _DAY = 86_400.0
 _SAMPLE_SECONDS = 0.5
-_PRODUCER_CONCURRENCY = 6  # of the test's pool of 8: the samplers keep two
+_PRODUCER_CONCURRENCY = 6  # of the producer's pool of 8 (the probe has its own)
 # The statements whose cost must stay flat as history grows.
 HOT = ("turns_claim", "turns_finish", "steps_start", "steps_finish", "leases_renew")
 
@@ -81,6 +84,9 @@ class Window:
     table_mib: dict[str, float]
     pg_cpu_seconds: float | None
     turns_per_pg_cpu_second: float | None
+    pg_cpu_by_kind: dict[str, float] = field(default_factory=dict)
+    turns_per_pg_cpu_second_without_probe: float | None = None
+    statements_per_turn: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -101,6 +107,24 @@ class ScaleRun:
                 "max": max(self.queue_ages, default=None),
             },
         }
+
+
+_TOP_STATEMENTS = 15
+
+
+def _per_turn(stats: dict[str, StatementStat], turns: int) -> dict[str, dict[str, float]]:
+    """The statements that took the server's time in a window, most first: calls and
+    execution milliseconds per finished turn (pg_stat_statements' own account)."""
+    if turns <= 0:
+        return {}
+    ranked = sorted(stats.items(), key=lambda kv: -kv[1].calls * kv[1].mean_ms)
+    return {
+        name: {
+            "calls": round(stat.calls / turns, 3),
+            "exec_ms": round(stat.calls * stat.mean_ms / turns, 4),
+        }
+        for name, stat in ranked[:_TOP_STATEMENTS]
+    }
 
 
 class ScaleDriver:
@@ -194,7 +218,7 @@ class ScaleDriver:
     async def _watch(self, result: ScaleRun, producer: asyncio.Task[None]) -> None:
         await self.probe.statements_reset()
         window_start = time.monotonic()
-        cpu_start = pg_cpu_seconds(self.postmaster())
+        cpu_start = await self._server_cpu()
         base = 0
         enqueued_base = self.enqueued
         oldest: list[float] = []
@@ -218,9 +242,12 @@ class ScaleDriver:
             if finished - base < self.plan.window and finished < self.plan.turns:
                 continue
             now = time.monotonic()
-            cpu = pg_cpu_seconds(self.postmaster())
-            used = None if cpu is None or cpu_start is None else round(cpu - cpu_start, 2)
+            cpu = await self._server_cpu()
+            by_kind = {} if cpu is None or cpu_start is None else cpu.since(cpu_start)
+            used = round(sum(by_kind.values()), 2) if by_kind else None
+            turns_cost = used - by_kind.get(PROBE_APPLICATION, 0.0) if used else None
             stats = await self.probe.statements_mean(HOT)
+            every = await self.probe.statements_by_name()
             tables = await self.probe.table_sizes()
             turns = finished - base
             result.windows.append(
@@ -240,12 +267,27 @@ class ScaleDriver:
                     table_mib={t.name: round(t.bytes / 2**20, 2) for t in tables},
                     pg_cpu_seconds=used,
                     turns_per_pg_cpu_second=round(turns / used, 1) if used else None,
+                    pg_cpu_by_kind={
+                        kind: round(seconds, 2)
+                        for kind, seconds in sorted(by_kind.items(), key=lambda kv: -kv[1])
+                    },
+                    turns_per_pg_cpu_second_without_probe=(
+                        round(turns / turns_cost, 1) if turns_cost else None
+                    ),
+                    statements_per_turn=_per_turn(every, turns),
                 )
             )
             self.progress(f"{finished}/{self.plan.turns} turns: {result.windows[-1]}")
             base, window_start, cpu_start, oldest, peak_rss = finished, now, cpu, [], {}
             enqueued_base = self.enqueued
             await self.probe.statements_reset()
+
+    async def _server_cpu(self) -> ServerCpu | None:
+        """Every server process's CPU clock now, named (None: no postmaster to read)."""
+        postmaster = self.postmaster()
+        if postmaster is None:
+            return None
+        return ServerCpu.read(postmaster, await self.probe.backend_kinds())
 
     async def _finished_count(self) -> int:
         """Finished turns so far, pruned ones included (they finished too)."""

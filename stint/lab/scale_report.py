@@ -45,8 +45,8 @@ def render_scale(figures: dict[str, Any]) -> str:
         "",
         "| finished | enqueued/s | turns/s | claim ms | finish ms | step ms (start/finish) "
         "| renew ms | oldest ready max | worker RSS MiB | turns/s per PG CPU-s "
-        "| events MiB | turns MiB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| same, the probe left out | events MiB | turns MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for w in figures["windows"]:
         ms = w["statements_ms"]
@@ -59,6 +59,7 @@ def render_scale(figures: dict[str, Any]) -> str:
             f"| {_cell(ms.get('leases_renew'))} | {_cell(w['oldest_ready_age_max_s'], ' s')} "
             f"| {min(rss) if rss else _NOT_MEASURED}{chr(8211)}{max(rss) if rss else ''} "
             f"| {_cell(w['turns_per_pg_cpu_second'])} "
+            f"| {_cell(w.get('turns_per_pg_cpu_second_without_probe'))} "
             f"| {w['table_mib'].get('events', _NOT_MEASURED)} "
             f"| {w['table_mib'].get('turns', _NOT_MEASURED)} |"
         )
@@ -68,8 +69,65 @@ def render_scale(figures: dict[str, Any]) -> str:
         "server's time, not the round trip). Table sizes include indexes and toast, sampled "
         "without VACUUM at the window's end. Full figures: [scale.json](scale.json).",
         "",
+        *_cpu_by_kind(figures),
+        *_statements(figures),
     ]
     return "\n".join(lines)
+
+
+def _cpu_by_kind(figures: dict[str, Any]) -> list[str]:
+    """PostgreSQL's CPU over every window, split by what each server process served."""
+    totals: dict[str, float] = {}
+    for w in figures["windows"]:
+        if not w.get("pg_cpu_by_kind"):
+            return []  # a run from before the split, or a backend without a postmaster
+        for kind, seconds in w["pg_cpu_by_kind"].items():
+            totals[kind] = totals.get(kind, 0.0) + seconds
+    turns = figures["windows"][-1]["finished"]
+    whole = sum(totals.values())
+    if whole <= 0 or turns <= 0:
+        return []
+    lines = [
+        "## Where PostgreSQL's CPU went",
+        "",
+        "Each server process's CPU clock, read at every window's edge and named by "
+        "`pg_stat_activity` (the connection's application_name, or its backend_type). "
+        "`stint-worker-*`: the workers' pools and LISTEN connections; `stint-cli`: the "
+        "producer's enqueues; `stint-load-probe`: this soak's own sampling (left out of "
+        "the second turns per CPU-second column); exited processes: server processes that "
+        "ended within a window (autovacuum workers, mostly), counted in clock ticks.",
+        "",
+        "| process | CPU s, all windows | share | ms per turn |",
+        "|---|---|---|---|",
+    ]
+    for kind, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
+        lines.append(
+            f"| {kind} | {seconds:.2f} | {seconds / whole:.1%} | {1000 * seconds / turns:.3f} |"
+        )
+    lines.append(f"| all | {whole:.2f} | 100% | {1000 * whole / turns:.3f} |")
+    lines.append("")
+    return lines
+
+
+def _statements(figures: dict[str, Any]) -> list[str]:
+    """The last window's statements by the server time they took, per finished turn."""
+    last = figures["windows"][-1] if figures["windows"] else {}
+    top = last.get("statements_per_turn")
+    if not top:
+        return []
+    lines = [
+        "## The statements behind it (last window)",
+        "",
+        "pg_stat_statements over the last window, per finished turn: calls, and execution "
+        "time (the server's time inside the statement; parsing, the protocol and commits' "
+        "WAL flushes are outside it).",
+        "",
+        "| statement | calls per turn | execution ms per turn |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{name}` | {s['calls']} | {s['exec_ms']} |" for name, s in top.items()]
+    lines.append("")
+    return lines
 
 
 def write_scale(out_dir: Path, figures: dict[str, Any]) -> Path:

@@ -1,10 +1,30 @@
-"""PostgreSQL's CPU time, read from outside: what the load reports divide by turns."""
+"""PostgreSQL's CPU time, read from outside: what the load reports divide by turns.
+
+``pg_cpu_seconds`` is the whole server's clock. ``ServerCpu`` keeps each server
+process's clock apart so that a window's CPU can be split by what the process
+does (the workers' pools, the producer, the load test's own probe, autovacuum,
+the checkpointer ...): the figure a soak divides by turns says how much of it
+the turns cost and how much the measurement or the server's housekeeping did.
+"""
 
 from __future__ import annotations
 
-from stint.lab.cpu_clock import tree_cpu_seconds
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-__all__ = ["pg_cpu_seconds"]
+import psutil
+
+from stint.lab.cpu_clock import process_cpu_seconds, tree_cpu_seconds
+
+__all__ = ["EXITED", "POSTMASTER", "UNNAMED", "ServerCpu", "pg_cpu_seconds"]
+
+EXITED = "exited processes"
+"""CPU of server processes that exited within the window (short-lived backends,
+autovacuum workers): the kernel keeps it only in the postmaster's children's
+ticks, without a name."""
+POSTMASTER = "postmaster"
+UNNAMED = "unnamed"
+"""A live process the server did not list (it started after the listing)."""
 
 
 def pg_cpu_seconds(postmaster: int | None) -> float | None:
@@ -15,3 +35,54 @@ def pg_cpu_seconds(postmaster: int | None) -> float | None:
     if postmaster is None:
         return None
     return tree_cpu_seconds(postmaster)
+
+
+@dataclass(frozen=True)
+class ServerCpu:
+    """Every server process's CPU clock at one moment, with what it is."""
+
+    own: float
+    reaped: float
+    processes: Mapping[int, tuple[str, float]]
+
+    @classmethod
+    def read(cls, postmaster: int, kinds: Mapping[int, str]) -> ServerCpu | None:
+        """Read the postmaster and its live children; ``kinds`` names them (from
+        pg_stat_activity). None when the postmaster is gone."""
+        try:
+            process = psutil.Process(postmaster)
+            times = process.cpu_times()
+            children = process.children()
+        except psutil.Error:
+            return None
+        own = process_cpu_seconds(postmaster)
+        processes: dict[int, tuple[str, float]] = {}
+        for child in children:
+            used = process_cpu_seconds(child.pid)
+            if used is not None:  # None: exited meanwhile, reaped by the next reading
+                processes[child.pid] = (kinds.get(child.pid, UNNAMED), used)
+        return cls(
+            own=own if own is not None else float(times.user + times.system),
+            reaped=float(times.children_user + times.children_system),
+            processes=processes,
+        )
+
+    @property
+    def total(self) -> float:
+        return self.own + self.reaped + sum(cpu for _, cpu in self.processes.values())
+
+    def since(self, earlier: ServerCpu) -> dict[str, float]:
+        """CPU seconds per kind of process between ``earlier`` and this reading.
+
+        A process alive at both readings counts its difference; one born since
+        counts in full. One that exited since left its whole life's CPU in the
+        postmaster's reaped ticks: the part it used before ``earlier`` comes off
+        there, and the rest is ``EXITED``. The parts add up to ``total`` less
+        ``earlier.total`` (to the tick)."""
+        used: dict[str, float] = {POSTMASTER: self.own - earlier.own}
+        for pid, (kind, cpu) in self.processes.items():
+            before = earlier.processes.get(pid)
+            used[kind] = used.get(kind, 0.0) + cpu - (before[1] if before else 0.0)
+        gone = sum(cpu for pid, (_, cpu) in earlier.processes.items() if pid not in self.processes)
+        used[EXITED] = self.reaped - earlier.reaped - gone
+        return used

@@ -17,7 +17,7 @@ from stint.store.config import StoreConfig
 from stint.store.fetch import execute, fetch_all, fetch_one
 from stint.store.models import TurnProgress, TurnTiming
 from stint.store.pool import Pool
-from stint.store.queries import numbered, query
+from stint.store.queries import numbered, query, statements
 from stint.store.translate import guarded
 
 __all__ = [
@@ -129,6 +129,12 @@ class _Count:
 @dataclass(frozen=True)
 class _Pid:
     pid: int
+
+
+@dataclass(frozen=True)
+class _BackendKind:
+    pid: int
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -282,6 +288,13 @@ class ProbeStore:
             rows = await fetch_all(conn, _Pid, "backend_pids", application=application)
         return [r.pid for r in rows]
 
+    async def backend_kinds(self) -> dict[int, str]:
+        """Each server process of this database (and each background process) by pid:
+        its application_name, or its backend_type when it has none."""
+        async with guarded("backend_kinds", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, _BackendKind, "backend_kinds")
+        return {r.pid: r.kind for r in rows}
+
     async def turns_finished_after(self, moment: float) -> int:
         """Turns finished after ``moment`` (epoch seconds, database clock)."""
         async with guarded("turns_finished_after", self._config), self._pool.connection() as conn:
@@ -303,6 +316,22 @@ class ProbeStore:
         wanted = {_normalized(numbered(name).text): name for name in names}
         rows = await self._statements()
         return {wanted[key]: r for r in rows if (key := _normalized(r.query)) in wanted}
+
+    async def statements_by_name(self) -> dict[str, StatementStat]:
+        """pg_stat_statements' figures for every statement since the reset, keyed by
+        the store statement's name where one matches, else by the text's first words
+        (BEGIN, COMMIT, LISTEN ...)."""
+        known = {_normalized(numbered(name).text): name for name in statements()}
+        named: dict[str, StatementStat] = {}
+        for row in await self._statements():
+            key = known.get(_normalized(row.query)) or " ".join(row.query.split())[:40]
+            if key in named:  # two texts of one statement (a literal varied): merge
+                earlier = named[key]
+                calls = earlier.calls + row.calls
+                mean = (earlier.mean_ms * earlier.calls + row.mean_ms * row.calls) / max(calls, 1)
+                row = StatementStat(row.query, calls, mean)
+            named[key] = row
+        return named
 
     async def queue_age(self) -> QueueAge:
         async with guarded("queue_age", self._config), self._pool.connection() as conn:

@@ -87,6 +87,15 @@ SELECT pid
 FROM pg_stat_activity
 WHERE datname = current_database() AND application_name = %(application)s
 
+-- name: backend_kinds
+-- What each server process is: its connection's application_name, or for a
+-- process with none (autovacuum, the checkpointer, the WAL writer) its
+-- backend_type. The scale soak splits PostgreSQL's CPU by these.
+SELECT pid,
+       CASE WHEN application_name <> '' THEN application_name ELSE backend_type END AS kind
+FROM pg_stat_activity
+WHERE datname = current_database() OR datname IS NULL
+
 -- name: turns_finished_after
 -- Turns finished after a moment (epoch seconds): has work resumed?
 SELECT count(*) AS count FROM turns WHERE finished_at > to_timestamp(%(after)s)

@@ -217,6 +217,14 @@ async def run_through_outage(p: Private, fault: str) -> Outage:
     with follow(p.workers, followed, p.tmp) as follower:
         await wait_until(lambda: listen_pids(p.pool), what="listeners up")
         await wait_until(lambda: _at_least(turns_finished(p.pool), 5), what="the run is under way")
+        # The follower past its start-up (it found the session and printed from its
+        # LISTEN loop): the fault must hit a follower that is following, not one
+        # still looking the session up (that lookup fails fast, by design).
+        await wait_until(
+            lambda: _ready(len(follower.seqs()) >= 1 or follower.proc.poll() is not None),
+            what="the follower is following",
+        )
+        assert follower.proc.poll() is None, follower.err.read_text()
         assert not await all_finished(p.pool), "the fault must strike mid-run"
         late = asyncio.create_task(producer.more_turns(others[:8], "late"))
         cpu: dict[int, float] = {}
@@ -242,10 +250,11 @@ async def run_through_outage(p: Private, fault: str) -> Outage:
             await scalar(p.pool, "SELECT last_event_seq FROM sessions WHERE id = %s", followed)
         )
         await wait_until(
-            lambda: _ready(len(follower.seqs()) >= last), what="the follower caught up"
+            lambda: _ready(len(follower.seqs()) >= last or follower.proc.poll() is not None),
+            what="the follower caught up (or ended)",
         )
-        assert follower.seqs() == list(range(1, last + 1)), follower.err.read_text()
         assert follower.proc.poll() is None, follower.err.read_text()
+        assert follower.seqs() == list(range(1, last + 1)), follower.err.read_text()
     stop_and_assert_clean_exit(workers, pids)
     sessions = set((await attempts_by_session(p.pool)).keys())
     # One fault touched every session: at most one retry each.

@@ -11,7 +11,7 @@ from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI
 from stint.store.controls import ControlStore
 from stint.store.errors import InvalidInput, UnknownSession
-from stint.store.keys import KeyStore
+from stint.store.keys import KeyStore, parse_token
 from stint.store.migrate import migration_files, migrations_pending
 from stint.store.pool import Pool, open_pool
 from stint.store.vocabulary import ControlAction, SessionStatus
@@ -27,7 +27,10 @@ async def test_a_key_verifies_once_created_and_never_after_revocation(
     assert caller is not None
     assert (caller.tenant, caller.read_only, caller.key_id) == ("acme", True, new.key.id)
     # Only the digest is stored: the secret appears nowhere in the table.
-    secret = new.token.rsplit("_", 1)[-1]
+    # The secret is the token's third part (it may hold "_" itself: split as the store does).
+    parsed = parse_token(new.token)
+    assert parsed is not None and parsed[0] == new.key.id
+    secret = parsed[1]
     stored = await fetch(pool, "SELECT id, tenant, encode(secret_hash, 'hex') FROM api_keys")
     assert secret not in repr(stored) and new.token not in repr(stored)
     wrong = new.token[:-1] + ("A" if new.token[-1] != "A" else "B")

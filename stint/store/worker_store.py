@@ -134,8 +134,8 @@ class SqlWorkerStore:
         self._config = config
         self._pool = pool
         self._batcher = StatementBatcher(config, pool, concurrency=concurrency)
-        self.conversation = ConversationStore(config, pool)
-        """Conversation memory, on the same pool (a turn's reads and fenced writes)."""
+        self.conversation = ConversationStore(self._batcher)
+        """Conversation memory (a turn's reads and fenced writes), in the slots' batches."""
         self.retention = RetentionStore(config, pool)
         """Pruning, for the worker's scheduled retention runs."""
         self.quotas = QuotaStore(config, pool, batcher=self._batcher)

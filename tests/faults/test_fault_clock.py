@@ -30,7 +30,7 @@ from stint.ops.checks import run_checks
 from stint.store.client import ClientStore
 from stint.store.pool import Pool
 from tests.polling import wait_until
-from tests.workers import Cluster, fetch, turn_states
+from tests.workers import Cluster, WorkerProc, fetch, turn_states
 
 FAKETIME = shutil.which("faketime")
 # Long enough that a renewal delayed by a loaded machine does not let a lease lapse: the
@@ -239,8 +239,13 @@ async def test_fault_skewed_worker_clock_leaves_leases_and_audit_times_on_the_db
         assert "lease lost" not in text, text[-3000:]
 
     assert await worker.drain() == 0, worker.log_text()[-3000:]
+    # The upright worker may have had nothing to do and still be starting (a SIGTERM
+    # before its handlers are installed ends it as -15): signal it once it runs.
+    await wait_until(
+        lambda: _has_text(upright, "running"), what="the upright worker running", within=60
+    )
     upright.signal(signal.SIGTERM)
-    assert upright.wait() == 0
+    assert upright.wait() == 0, upright.log_text()[-3000:]
     workers = await fetch(pool, "SELECT id, started_at, heartbeat_at, now() FROM workers")
     for _, started_at, heartbeat_at, now in workers:
         assert first <= started_at <= heartbeat_at <= now, (first, workers)
@@ -252,5 +257,5 @@ async def test_fault_skewed_worker_clock_leaves_leases_and_audit_times_on_the_db
     )
 
 
-async def _has_text(worker: SkewedWorker, text: str) -> bool:
+async def _has_text(worker: SkewedWorker | WorkerProc, text: str) -> bool:
     return text in worker.log_text()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-__all__ = ["HostCpu", "process_cpu_seconds", "tree_cpu_seconds"]
+__all__ = ["HostCpu", "TreeCpu", "process_cpu_seconds", "tree_cpu", "tree_cpu_seconds"]
 
 _NS = 1e-9
 
@@ -45,9 +45,23 @@ def process_cpu_seconds(pid: int) -> float | None:
     return float(times.user + times.system)
 
 
-def tree_cpu_seconds(root: int) -> float | None:
-    """CPU seconds of ``root``, its live children and the children it already reaped
-    (those in ticks: the kernel keeps no finer account of them). None when it is gone."""
+@dataclass(frozen=True)
+class TreeCpu:
+    """A process's CPU clock, its live children's each, and its reaped children's sum."""
+
+    own: float
+    reaped: float
+    children: dict[int, float]
+
+    @property
+    def total(self) -> float:
+        return self.own + self.reaped + sum(self.children.values())
+
+
+def tree_cpu(root: int) -> TreeCpu | None:
+    """CPU seconds of ``root``, of each live child, and of the children it already
+    reaped (those in ticks: the kernel keeps no finer account of them). None when it
+    is gone."""
     try:
         process = psutil.Process(root)
         times = process.cpu_times()
@@ -55,12 +69,22 @@ def tree_cpu_seconds(root: int) -> float | None:
     except psutil.Error:
         return None
     own = process_cpu_seconds(root)
-    total = float(times.children_user + times.children_system)
-    total += own if own is not None else float(times.user + times.system)
+    used: dict[int, float] = {}
     for child in children:
-        used = process_cpu_seconds(child.pid)  # None: exited meanwhile, in children_* next time
-        total += used or 0.0
-    return total
+        seconds = process_cpu_seconds(child.pid)
+        if seconds is not None:  # None: exited meanwhile, in children_* next time
+            used[child.pid] = seconds
+    return TreeCpu(
+        own=own if own is not None else float(times.user + times.system),
+        reaped=float(times.children_user + times.children_system),
+        children=used,
+    )
+
+
+def tree_cpu_seconds(root: int) -> float | None:
+    """``tree_cpu(root)``'s total: the whole tree's CPU seconds so far."""
+    tree = tree_cpu(root)
+    return None if tree is None else tree.total
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import psutil
-
-from stint.lab.cpu_clock import process_cpu_seconds, tree_cpu_seconds
+from stint.lab.cpu_clock import tree_cpu, tree_cpu_seconds
 
 __all__ = ["EXITED", "POSTMASTER", "UNNAMED", "ServerCpu", "pg_cpu_seconds"]
 
@@ -49,22 +47,13 @@ class ServerCpu:
     def read(cls, postmaster: int, kinds: Mapping[int, str]) -> ServerCpu | None:
         """Read the postmaster and its live children; ``kinds`` names them (from
         pg_stat_activity). None when the postmaster is gone."""
-        try:
-            process = psutil.Process(postmaster)
-            times = process.cpu_times()
-            children = process.children()
-        except psutil.Error:
+        tree = tree_cpu(postmaster)
+        if tree is None:
             return None
-        own = process_cpu_seconds(postmaster)
-        processes: dict[int, tuple[str, float]] = {}
-        for child in children:
-            used = process_cpu_seconds(child.pid)
-            if used is not None:  # None: exited meanwhile, reaped by the next reading
-                processes[child.pid] = (kinds.get(child.pid, UNNAMED), used)
         return cls(
-            own=own if own is not None else float(times.user + times.system),
-            reaped=float(times.children_user + times.children_system),
-            processes=processes,
+            own=tree.own,
+            reaped=tree.reaped,
+            processes={pid: (kinds.get(pid, UNNAMED), cpu) for pid, cpu in tree.children.items()},
         )
 
     @property

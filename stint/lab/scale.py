@@ -246,8 +246,8 @@ class ScaleDriver:
             by_kind = {} if cpu is None or cpu_start is None else cpu.since(cpu_start)
             used = round(sum(by_kind.values()), 2) if by_kind else None
             turns_cost = used - by_kind.get(PROBE_APPLICATION, 0.0) if used else None
-            stats = await self.probe.statements_mean(HOT)
             every = await self.probe.statements_by_name()
+            stats = {name: every[name] for name in HOT if name in every}
             tables = await self.probe.table_sizes()
             turns = finished - base
             result.windows.append(

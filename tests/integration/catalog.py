@@ -29,6 +29,15 @@ WHERE schemaname = %(schema)s
 ORDER BY 1, 2
 """
 
+# The schema's functions, by name: the tables' row checks live in them (0016).
+_FUNCTIONS = """
+SELECT p.proname, pg_get_function_identity_arguments(p.oid), p.prosrc
+FROM pg_proc p
+JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = %(schema)s
+ORDER BY 1, 2
+"""
+
 _UNLOGGED = """
 SELECT relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = %(schema)s AND c.relpersistence <> 'p'
@@ -60,13 +69,15 @@ async def unindexed_foreign_keys(pool: Pool, schema: str) -> list[tuple[str, str
 
 
 async def describe(pool: Pool, schema: str) -> dict[str, Any]:
-    """Tables with their columns, constraints and indexes, as plain lists."""
+    """Tables with their columns, constraints and indexes, as plain lists, and the
+    schema's functions with their source, by name."""
     params = {"schema": schema}
     async with pool.connection() as conn:
         columns = await (await conn.execute(_COLUMNS, params)).fetchall()
         constraints = await (await conn.execute(_CONSTRAINTS, params)).fetchall()
         indexes = await (await conn.execute(_INDEXES, params)).fetchall()
         unlogged = await (await conn.execute(_UNLOGGED, params)).fetchall()
+        functions = await (await conn.execute(_FUNCTIONS, params)).fetchall()
     tables: dict[str, Any] = {}
     for table, column, dtype, nullable, default in columns:
         entry = tables.setdefault(table, {"columns": [], "constraints": [], "indexes": []})
@@ -78,4 +89,8 @@ async def describe(pool: Pool, schema: str) -> dict[str, Any]:
         tables[table]["constraints"].append(f"{kind}: {definition}")
     for table, name, definition in indexes:
         tables[table]["indexes"].append(f"{name}: {definition.replace(f'{schema}.', '')}")
-    return {"tables": tables, "unlogged": [r[0] for r in unlogged]}
+    return {
+        "tables": tables,
+        "unlogged": [r[0] for r in unlogged],
+        "functions": {f"{name}({arguments})": source for name, arguments, source in functions},
+    }

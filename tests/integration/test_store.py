@@ -85,6 +85,39 @@ async def test_constraint_violation_is_a_database_error(pool: Pool) -> None:
 
 
 @pytest.mark.parametrize(
+    ("statement", "constraint"),
+    [
+        ("INSERT INTO sessions (status) VALUES ('sleeping')", "sessions_status_check"),
+        ("INSERT INTO sessions (status, depth) VALUES ('idle', -1)", "sessions_depth_check"),
+        ("INSERT INTO sessions (status) VALUES ('ready')", "sessions_check2"),
+        ("INSERT INTO sessions (status) VALUES ('running')", "sessions_check"),
+        (
+            "WITH s AS (INSERT INTO sessions DEFAULT VALUES RETURNING id) "
+            "INSERT INTO turns (session_id, seq, idempotency_key, input, traceparent) "
+            "SELECT id, 1, 'k', '{}', 'not-a-traceparent' FROM s",
+            "turns_traceparent_check",
+        ),
+        (
+            "WITH s AS (INSERT INTO sessions DEFAULT VALUES RETURNING id) "
+            "INSERT INTO events (session_id, seq, kind, payload) "
+            "SELECT id, 1, 'turn.unheard_of', '{}' FROM s",
+            "events_kind_check",
+        ),
+    ],
+)
+async def test_row_checks_name_the_condition_a_row_breaks(
+    pool: Pool, statement: str, constraint: str
+) -> None:
+    """The per-turn tables' checks run in one function per table (migration 0016) and
+    still fail as a CHECK constraint does: SQLSTATE 23514, the condition's own name."""
+    with pytest.raises(psycopg.errors.CheckViolation) as caught:
+        async with pool.connection() as conn:
+            await conn.execute(statement)
+    assert caught.value.diag.constraint_name == constraint
+    assert f'violates check constraint "{constraint}"' in str(caught.value)
+
+
+@pytest.mark.parametrize(
     ("statement", "value"),
     [
         ("SELECT %s::text", "a\x00b"),  # refused by the driver, no SQLSTATE

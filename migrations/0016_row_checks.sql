@@ -1,5 +1,6 @@
--- Stint schema 0016: the per-turn tables' CHECK constraints, each table's in one
--- function (issue 27: PostgreSQL's CPU per turn).
+-- Stint schema 0016: the CHECK constraints of the tables a turn writes, each table's in
+-- one function (issue 27: PostgreSQL's CPU per turn): sessions, turns, steps, events,
+-- and, for the agents harness, conversation_messages and the quota ledger.
 --
 -- PostgreSQL does not keep a table's CHECK expressions between statements: every
 -- INSERT or UPDATE reads each one back from its stored text (an ARRAY of allowed
@@ -134,6 +135,75 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION stint_conversation_messages_valid(turn_seq bigint, idx integer, role text)
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    failed text := CASE
+        WHEN NOT (turn_seq > 0) THEN 'conversation_messages_turn_seq_check'
+        WHEN NOT (idx >= 0) THEN 'conversation_messages_idx_check'
+        WHEN NOT (role = ANY (ARRAY['system', 'user', 'assistant', 'tool']))
+            THEN 'conversation_messages_role_check'
+    END;
+BEGIN
+    IF failed IS NOT NULL THEN
+        PERFORM stint_check_violated('conversation_messages', failed);
+    END IF;
+    RETURN true;
+END
+$$;
+
+CREATE FUNCTION stint_quota_scopes_valid(
+    scope text, rpm integer, tpm bigint, concurrency integer, window_seconds real,
+    requests_reserved bigint, requests_reconciled bigint, requests_unknown bigint,
+    requests_in_flight bigint, tokens_reserved bigint, tokens_reconciled bigint,
+    tokens_refunded bigint, tokens_debt bigint, tokens_unknown bigint, tokens_in_flight bigint
+) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    failed text := CASE
+        WHEN NOT (scope ~ '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$') THEN 'quota_scopes_scope_check'
+        WHEN NOT (rpm > 0) THEN 'quota_scopes_rpm_check'
+        WHEN NOT (tpm > 0) THEN 'quota_scopes_tpm_check'
+        WHEN NOT (concurrency > 0) THEN 'quota_scopes_concurrency_check'
+        WHEN NOT (window_seconds >= 0.1 AND window_seconds <= 86400)
+            THEN 'quota_scopes_window_seconds_check'
+        WHEN NOT (requests_in_flight >= 0) THEN 'quota_scopes_requests_in_flight_check'
+        WHEN NOT (tokens_in_flight >= 0) THEN 'quota_scopes_tokens_in_flight_check'
+        WHEN NOT (requests_reserved = requests_reconciled + requests_unknown + requests_in_flight)
+            THEN 'quota_scopes_check'
+        WHEN NOT (tokens_reserved = tokens_reconciled + tokens_refunded - tokens_debt
+                                   + tokens_unknown + tokens_in_flight)
+            THEN 'quota_scopes_check1'
+    END;
+BEGIN
+    IF failed IS NOT NULL THEN
+        PERFORM stint_check_violated('quota_scopes', failed);
+    END IF;
+    RETURN true;
+END
+$$;
+
+CREATE FUNCTION stint_quota_reservations_valid(
+    key text, estimated_tokens bigint, actual_tokens bigint, state text, settled_at timestamptz
+) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    failed text := CASE
+        WHEN NOT (length(key) >= 1 AND length(key) <= 500) THEN 'quota_reservations_key_check'
+        WHEN NOT (estimated_tokens >= 0) THEN 'quota_reservations_estimated_tokens_check'
+        WHEN NOT (actual_tokens >= 0) THEN 'quota_reservations_actual_tokens_check'
+        WHEN NOT (state = ANY (ARRAY['reserved', 'reconciled', 'unknown']))
+            THEN 'quota_reservations_state_check'
+        WHEN NOT ((state = 'reserved') = (settled_at IS NULL)) THEN 'quota_reservations_check'
+        WHEN NOT ((state = 'reconciled') = (actual_tokens IS NOT NULL))
+            THEN 'quota_reservations_check1'
+    END;
+BEGIN
+    IF failed IS NOT NULL THEN
+        PERFORM stint_check_violated('quota_reservations', failed);
+    END IF;
+    RETURN true;
+END
+$$;
+
 ALTER TABLE sessions
     DROP CONSTRAINT sessions_status_check,
     DROP CONSTRAINT sessions_check,
@@ -176,3 +246,35 @@ ALTER TABLE events
     DROP CONSTRAINT events_kind_check,
     DROP CONSTRAINT events_seq_check,
     ADD CONSTRAINT events_valid CHECK (stint_events_valid(kind, seq));
+
+ALTER TABLE conversation_messages
+    DROP CONSTRAINT conversation_messages_turn_seq_check,
+    DROP CONSTRAINT conversation_messages_idx_check,
+    DROP CONSTRAINT conversation_messages_role_check,
+    ADD CONSTRAINT conversation_messages_valid
+        CHECK (stint_conversation_messages_valid(turn_seq, idx, role));
+
+ALTER TABLE quota_scopes
+    DROP CONSTRAINT quota_scopes_scope_check,
+    DROP CONSTRAINT quota_scopes_rpm_check,
+    DROP CONSTRAINT quota_scopes_tpm_check,
+    DROP CONSTRAINT quota_scopes_concurrency_check,
+    DROP CONSTRAINT quota_scopes_window_seconds_check,
+    DROP CONSTRAINT quota_scopes_requests_in_flight_check,
+    DROP CONSTRAINT quota_scopes_tokens_in_flight_check,
+    DROP CONSTRAINT quota_scopes_check,
+    DROP CONSTRAINT quota_scopes_check1,
+    ADD CONSTRAINT quota_scopes_valid CHECK (stint_quota_scopes_valid(
+        scope, rpm, tpm, concurrency, window_seconds, requests_reserved, requests_reconciled,
+        requests_unknown, requests_in_flight, tokens_reserved, tokens_reconciled,
+        tokens_refunded, tokens_debt, tokens_unknown, tokens_in_flight));
+
+ALTER TABLE quota_reservations
+    DROP CONSTRAINT quota_reservations_key_check,
+    DROP CONSTRAINT quota_reservations_estimated_tokens_check,
+    DROP CONSTRAINT quota_reservations_actual_tokens_check,
+    DROP CONSTRAINT quota_reservations_state_check,
+    DROP CONSTRAINT quota_reservations_check,
+    DROP CONSTRAINT quota_reservations_check1,
+    ADD CONSTRAINT quota_reservations_valid CHECK (stint_quota_reservations_valid(
+        key, estimated_tokens, actual_tokens, state, settled_at));

@@ -103,6 +103,11 @@ async def test_constraint_violation_is_a_database_error(pool: Pool) -> None:
             "SELECT id, 1, 'turn.unheard_of', '{}' FROM s",
             "events_kind_check",
         ),
+        (
+            "INSERT INTO quota_scopes (scope, rpm, tpm, concurrency, window_seconds) "
+            "VALUES ('a scope with spaces', 1, 1, 1, 60)",
+            "quota_scopes_scope_check",
+        ),
     ],
 )
 async def test_row_checks_name_the_condition_a_row_breaks(

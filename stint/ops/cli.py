@@ -50,7 +50,7 @@ from stint.ops.exit_codes import (
     EXIT_PIPE_CLOSED,
     EXIT_REFUSED,
 )
-from stint.ops.follow import follow_events, tail_start, tell_pruned
+from stint.ops.follow import follow_events, look_up, tail_start, tell_pruned
 from stint.ops.inputs import (
     UsageError,
     check_argv,
@@ -246,8 +246,14 @@ async def cmd_tail(settings: Settings, args: argparse.Namespace) -> int:
     config = resolve_store_config(settings)
 
     async def tail(client: ClientStore) -> int:
-        await client.session_status(session_id=session_id)  # UnknownSession: exit 2
-        after = tail_start(await client.events_bounds(session_id=session_id), args.after)
+        # UnknownSession: exit 2; with --follow, a lost connection is waited out.
+        await look_up(
+            lambda: client.session_status(session_id=session_id), config, follow=args.follow
+        )
+        bounds = await look_up(
+            lambda: client.events_bounds(session_id=session_id), config, follow=args.follow
+        )
+        after = tail_start(bounds, args.after)
 
         def emit(event: dict[str, Any]) -> None:
             print(json.dumps(event), flush=True)

@@ -10,23 +10,47 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from uuid import UUID
 
 from stint.ops.inputs import UsageError
 from stint.store.backoff import Backoff
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI, StoreConfig
-from stint.store.errors import StoreError
+from stint.store.errors import ConnectionRejected, DatabaseError, StoreError
 from stint.store.listen import Listener
 from stint.store.models import LogBounds
 
-__all__ = ["Gap", "follow_events", "tail_start", "tell_pruned"]
+__all__ = ["Gap", "follow_events", "look_up", "tail_start", "tell_pruned"]
 
 log = logging.getLogger("stint.follow")
 
 _RECHECK_SECONDS = 1.0
+
+T = TypeVar("T")
+
+
+async def look_up(call: Callable[[], Awaitable[T]], config: StoreConfig, *, follow: bool) -> T:
+    """A follower's first reads (the session, its log's bounds) before it follows.
+
+    Following rides through database outages from its first catch-up on; a lost
+    connection during these reads must not end it either, so with ``follow`` a
+    database error other than a refused connection (a password, a missing
+    database: retrying cannot fix those) is retried with the follower's capped
+    backoff. An unknown session is an answer, not an outage: it ends the follower.
+    Without ``follow`` the first error ends the command, as any other read's does."""
+    if not follow:
+        return await call()
+    backoff = Backoff(cap=config.reconnect_max)
+    while True:
+        try:
+            return await call()
+        except ConnectionRejected:
+            raise
+        except DatabaseError as exc:
+            log.warning("follow: database unreachable, looking the session up again (%s)", exc)
+            await asyncio.sleep(backoff.next_delay())
 
 
 class _Cursor:

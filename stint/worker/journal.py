@@ -82,6 +82,18 @@ class EffectJournal:
             except ValueError:
                 continue  # not one of ours
 
+    def quiet_sessions(self, *, quiet_seconds: float) -> Iterator[UUID]:
+        """The sessions whose journal had nothing appended for ``quiet_seconds``: the
+        only ones retention may remove, so the only ones it asks the database about.
+        Read without the lock; ``remove_if_quiet`` decides again under it."""
+        horizon = time.time() - quiet_seconds
+        for session_id in self.sessions():
+            try:
+                if self.path_for(session_id).stat().st_mtime <= horizon:
+                    yield session_id
+            except FileNotFoundError:
+                continue  # removed since the listing
+
     def remove_if_quiet(self, session_id: UUID, *, quiet_seconds: float) -> bool:
         """Remove the session's journal if nothing was appended to it for
         ``quiet_seconds``; under the append lock, so no append is lost."""

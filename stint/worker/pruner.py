@@ -177,9 +177,11 @@ async def _sweep_journals(
 ) -> int:
     """Remove journals whose sessions have no turn left and that were quiet for
     the whole turns horizon (a journal written since is kept, whatever the
-    database said a moment before)."""
+    database said a moment before). Only the quiet ones are asked about: the
+    question costs the database a look-up per session, every prune, and a
+    fleet's recent sessions are most of its journals."""
     removed = 0
-    sessions = list(journals.sessions())
+    sessions = list(journals.quiet_sessions(quiet_seconds=quiet_seconds))
     for first in range(0, len(sessions), _JOURNALS_PER_QUERY):
         unused = await store.journals_unused(sessions[first : first + _JOURNALS_PER_QUERY])
         for session_id in unused:

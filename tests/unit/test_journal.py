@@ -79,3 +79,16 @@ def test_a_shared_folder_of_another_owner_is_used_as_its_owner_set_it(tmp_path: 
     journal.append(sid, "k1", {"n": 1})
     assert stat.S_IMODE((shared / "journals").stat().st_mode) == 0o700
     assert stat.S_IMODE(journal.path_for(sid).stat().st_mode) == 0o600
+
+
+def test_quiet_sessions_are_those_with_nothing_appended_for_the_horizon(tmp_path: Path) -> None:
+    journal = EffectJournal(tmp_path)
+    quiet, busy = uuid.uuid4(), uuid.uuid4()
+    journal.append(quiet, "k", {})
+    journal.append(busy, "k", {})
+    long_ago = journal.path_for(quiet).stat().st_mtime - 3600
+    os.utime(journal.path_for(quiet), (long_ago, long_ago))
+    (tmp_path / "notes.journal").write_text("not a session's\n")
+    assert set(journal.sessions()) == {quiet, busy}
+    assert list(journal.quiet_sessions(quiet_seconds=600)) == [quiet]
+    assert set(journal.quiet_sessions(quiet_seconds=0)) == {quiet, busy}

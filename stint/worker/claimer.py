@@ -5,11 +5,15 @@ first) and starts each claimed session's next turn; each starts a slot. It
 wakes on a notification or a finished slot and falls back to the poll
 interval: NOTIFY is a hint, polling the truth.
 A failed claim backs off; a worker that fenced itself (leases unrenewed for a
-whole lease) claims nothing.
+whole lease) claims nothing. Stopping lets a claim already sent finish and start
+its sessions (the drain then takes them); cancelled in flight, the claim would
+still commit, and its sessions would be held by nobody until their leases ran out.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -53,6 +57,7 @@ class Claimer(Service):
         reconnect_max: float = 1.0,
         wakeup: Wakeup,
         on_failure: Callable[[str, BaseException], None],
+        stop_wait: float = 10.0,
     ) -> None:
         super().__init__(on_failure)
         self._store = store
@@ -65,12 +70,29 @@ class Claimer(Service):
         self._reconnect_max = reconnect_max
         self._may_write = may_write
         self._wakeup = wakeup
+        self._stop_wait = stop_wait
+        self._stopping = False
+
+    async def stop(self) -> None:
+        """No new claims. A claim not yet sent claims nothing (its limit reads 0 as
+        it is sent); one already sent is waited for, up to ``stop_wait`` seconds (a
+        database outage), and its sessions start in slots like any claim's."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._task is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._stop_wait):
+                    await asyncio.shield(self._task)
+        await super().stop()
+
+    def _may_claim(self) -> bool:
+        return not self._stopping and self._may_write()
 
     async def run_once(self) -> int:
         """Claim for the free slots once and start them; returns how many were
         claimed. Raises ``StoreError`` when the claim fails."""
         free = self._slots.free
-        if free <= 0 or not self._may_write():
+        if free <= 0 or not self._may_claim():
             return 0
         with span(SPAN_CLAIM, worker_id=self._owner, free_slots=free) as current:
             started = time.perf_counter()
@@ -79,7 +101,7 @@ class Claimer(Service):
                 pins=self._pins,
                 # Read as the claim is sent: one that waited through an outage for a
                 # connection claims nothing if the worker fenced itself meanwhile.
-                limit=Late(lambda: free if self._may_write() else 0),
+                limit=Late(lambda: free if self._may_claim() else 0),
                 lease_seconds=self._lease_seconds,
             )
             record_claim(time.perf_counter() - started, claimed=len(works))
@@ -100,7 +122,7 @@ class Claimer(Service):
 
     async def run(self) -> None:
         backoff = Backoff(cap=self._reconnect_max)
-        while True:
+        while not self._stopping:
             try:
                 await self.run_once()
             except StoreError as exc:

@@ -391,3 +391,52 @@ async def test_a_turn_that_must_wait_for_quota_is_handed_back_and_frees_its_slot
     assert store.turn(sid, 0).status is TurnStatus.SUCCEEDED
     rig.harness.gates["next"].set()
     await rig.settle_all()
+
+
+class InFlightClaims(FakeWorkerStore):
+    """A claim that has reached the database: it commits at once, and its answer is
+    on the way back until the test opens ``answer``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def turns_claim(self, *, owner: str, pins: Any, limit: Any, lease_seconds: float) -> Any:
+        works = await super().turns_claim(
+            owner=owner, pins=pins, limit=limit, lease_seconds=lease_seconds
+        )
+        self.sent.set()
+        await self.answer.wait()
+        return works
+
+
+async def test_stopping_the_claimer_keeps_what_a_claim_in_flight_took() -> None:
+    """A SIGTERM while a claim is on its way back: the claim still committed, so the
+    claimer waits for its answer and starts the session in a slot (the drain then
+    takes it). Cancelled instead, the session was held by nobody until its lease
+    ran out (seen once in CI: a stopped worker's turn left running)."""
+    store = InFlightClaims()
+    sid = store.add_session({"gate": "g"})
+    rig = Rig(store, slots=1)
+    rig.claimer.start()
+    await store.sent.wait()
+    assert store.sessions[sid].owner == OWNER  # committed: the session is this worker's
+    stopping = asyncio.create_task(rig.claimer.stop())
+    await asyncio.sleep(0)  # the stop is under way before the answer comes
+    store.answer.set()
+    await stopping
+    assert rig.slots.holds(sid)  # a slot runs it: the drain will finish or hand it back
+    rig.harness.gates["g"].set()
+    await rig.settle_all()
+    assert store.turn(sid).status is TurnStatus.SUCCEEDED
+
+
+async def test_a_stopped_claimer_claims_nothing_more() -> None:
+    store = FakeWorkerStore()
+    rig = Rig(store, slots=2)
+    rig.claimer.start()
+    await rig.claimer.stop()
+    sid = store.add_session({"gate": "g"})
+    assert await rig.claimer.run_once() == 0
+    assert store.sessions[sid].owner is None

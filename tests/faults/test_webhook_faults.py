@@ -22,13 +22,16 @@ WEBHOOK_KEY = base64.b64encode(os.urandom(32)).decode()
 TIMEOUT_SECONDS = 1.0
 
 
-def _start(cluster: Cluster, failpoints: str = "", slots: int = 2) -> WorkerProc:
-    """A worker that delivers webhooks to loopback, polls often and retries fast."""
+def _start(
+    cluster: Cluster, failpoints: str = "", slots: int = 2, delivers: bool = True
+) -> WorkerProc:
+    """A worker that delivers webhooks to loopback, polls often and retries fast
+    (``delivers=False``: one without a deliverer, that only writes the outbox)."""
     return cluster.start_worker(
         slots=slots,
         webhook_key=WEBHOOK_KEY,
         webhook_allowed_networks="127.0.0.0/8",
-        webhook_poll_seconds=0.1,
+        webhook_poll_seconds=0.1 if delivers else 0,
         webhook_retry_seconds=0.2,
         webhook_retry_max_seconds=0.5,
         webhook_timeout_seconds=TIMEOUT_SECONDS,
@@ -85,9 +88,13 @@ async def test_killed_between_the_outbox_write_and_the_delivery(
     cluster: Cluster, pool: Pool, receiver: Receiver
 ) -> None:
     """The worker finishes the turn (the event and its outbox row commit together) and
-    is killed at once: the delivery waits in the outbox, and the next worker sends it."""
+    is killed at once: the delivery waits in the outbox, and the next worker sends it.
+
+    The victim has no deliverer: with one, it could claim the delivery in the moment
+    between the finish's commit and the kill (attempts 1, the rescuer waiting out the
+    claim's lease), which the next test covers; here the kill must come first."""
     _subscribe(cluster, receiver, "turn.completed")
-    victim = _start(cluster, failpoints="after_turn_finish:kill")
+    victim = _start(cluster, failpoints="after_turn_finish:kill", delivers=False)
     await _enqueue(cluster, pool, "one")
     await wait_until(lambda: _exited(victim), what="the victim died after the finish")
     assert victim.proc.returncode == -signal.SIGKILL

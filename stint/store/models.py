@@ -48,6 +48,7 @@ __all__ = [
     "TurnStart",
     "TurnTiming",
     "Work",
+    "WorkerPeer",
     "WorkerRow",
 ]
 
@@ -111,6 +112,14 @@ class ControlRequest(Row):
     action: ControlAction
     turn_id: UUID
     reason: str | None
+
+
+@dataclass(frozen=True)
+class WorkerPeer:
+    """A live running worker as the others see it: who it is and what it accepts."""
+
+    worker_id: str
+    pins: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from stint.store.models import (
     StepRecord,
     TurnStart,
     Work,
+    WorkerPeer,
 )
 from stint.store.pool import Pool
 from stint.store.quotas import QuotaStore
@@ -51,6 +52,10 @@ __all__ = ["EventSpec", "SqlWorkerStore"]
 
 _R = TypeVar("_R")
 
+# A worker row without a recorded lease (from before migration 0004) is live while
+# its heartbeat is this young.
+_LIVE_SECONDS = 90.0
+
 
 @dataclass(frozen=True)
 class _LogEnd:
@@ -61,6 +66,12 @@ class _LogEnd:
 class _Released:
     requeued: int
     notified: bool | None  # a claimer was woken: the session is ready
+
+
+@dataclass(frozen=True)
+class _Peer:
+    worker_id: str
+    pins: list[str]
 
 
 @dataclass(frozen=True)
@@ -198,6 +209,18 @@ class SqlWorkerStore:
         params = {"id": worker_id, "pid": pid, "state": state}
         async with guarded("workers_set_state", self._config), self._pool.connection() as conn:
             await execute(conn, "workers_set_state", **params)
+
+    async def workers_peers(self) -> list[WorkerPeer]:
+        """The live running workers, in id order (the roster a notification picks from)."""
+        async with guarded("workers_peers", self._config), self._pool.connection() as conn:
+            rows = await fetch_all(conn, _Peer, "workers_peers", live_seconds=_LIVE_SECONDS)
+        return [WorkerPeer(row.worker_id, tuple(row.pins)) for row in rows]
+
+    async def work_nudge(self) -> None:
+        """Wake every worker's claimer (an empty notification on the work channel)."""
+        params = {"work_channel": self._config.work_channel}
+        async with guarded("work_nudge", self._config), self._pool.connection() as conn:
+            await execute(conn, "work_nudge", **params)
 
     async def turns_claim(
         self, *, owner: str, pins: Sequence[str], limit: int | Late[int], lease_seconds: float

@@ -85,14 +85,15 @@ class Claimer(Service):
                     await asyncio.shield(self._task)
         await super().stop()
 
-    def _may_claim(self) -> bool:
+    def claiming(self) -> bool:
+        """Whether a claim now would claim anything (not stopping, not fenced)."""
         return not self._stopping and self._may_write()
 
     async def run_once(self) -> int:
         """Claim for the free slots once and start them; returns how many were
         claimed. Raises ``StoreError`` when the claim fails."""
         free = self._slots.free
-        if free <= 0 or not self._may_claim():
+        if free <= 0 or not self.claiming():
             return 0
         with span(SPAN_CLAIM, worker_id=self._owner, free_slots=free) as current:
             started = time.perf_counter()
@@ -101,7 +102,7 @@ class Claimer(Service):
                 pins=self._pins,
                 # Read as the claim is sent: one that waited through an outage for a
                 # connection claims nothing if the worker fenced itself meanwhile.
-                limit=Late(lambda: free if self._may_claim() else 0),
+                limit=Late(lambda: free if self.claiming() else 0),
                 lease_seconds=self._lease_seconds,
             )
             record_claim(time.perf_counter() - started, claimed=len(works))

@@ -1,10 +1,12 @@
 """The listener: turns notifications into wake-ups.
 
-A notification on the work channel wakes the claimer; one on the control
-channel naming a session this worker holds makes the lease keeper renew at
-once (the renewal reads the request). Nothing here is the truth: after a lost
-connection it reconnects with backoff and wakes both, so whatever was missed
-is found by the claim and the renewal themselves.
+A notification on the work channel wakes the claimer when the roster picks
+this worker for it (``stint.worker.roster``); picked but unable to claim now
+(slots full, stopping), the worker passes it on to every worker (``work_nudge``).
+One on the control channel naming a session this worker holds makes the lease
+keeper renew at once (the renewal reads the request). Nothing here is the truth:
+after a lost connection it reconnects with backoff and wakes both, so whatever
+was missed is found by the claim and the renewal themselves.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from collections.abc import Callable
 
 from stint.store.backoff import Backoff
 from stint.store.errors import StoreError
-from stint.worker.protocols import NotificationSource
+from stint.worker.cancelling import cancel_and_wait
+from stint.worker.protocols import NotificationSource, WorkerStore
+from stint.worker.roster import Roster, Wake, route
 from stint.worker.service import Service, Wakeup
 from stint.worker.slots import Slots
 
@@ -36,6 +40,9 @@ class Listener(Service):
         claim_wakeup: Wakeup,
         renew_wakeup: Wakeup,
         on_failure: Callable[[str, BaseException], None],
+        roster: Roster,
+        claiming: Callable[[], bool],
+        store: WorkerStore,
         reconnect_max: float = 1.0,
     ) -> None:
         super().__init__(on_failure)
@@ -44,15 +51,55 @@ class Listener(Service):
         self._slots = slots
         self._claim_wakeup = claim_wakeup
         self._renew_wakeup = renew_wakeup
+        self._roster = roster
+        self._claiming = claiming
+        self._store = store
         self._reconnect_max = reconnect_max
+        self._relay: asyncio.Task[None] | None = None
+        self._relay_again = False
+        self.relayed = 0  # notifications passed on to every worker
 
     def run_once(self, channel: str, payload: str) -> None:
         """Act on one notification."""
         log.debug("notification on %s: %s", channel, payload)
         if channel == self._work_channel:
-            self._claim_wakeup.set()
+            wake = route(self._roster, payload, free=self._slots.free, claiming=self._claiming())
+            if wake is Wake.CLAIM:
+                self._claim_wakeup.set()
+            elif wake is Wake.PASS_ON:
+                self._pass_on()
         elif any(str(held.claim.session_id) == payload for held in self._slots.snapshot()):
             self._renew_wakeup.set()
+
+    def _pass_on(self) -> None:
+        """Wake every worker for a session this one was picked for and cannot take
+        now; while a nudge is on its way, one more follows it (they coalesce)."""
+        if self.passing_on:
+            self._relay_again = True
+            return
+        self._relay = asyncio.create_task(self._nudge(), name="listener relay")
+
+    @property
+    def passing_on(self) -> bool:
+        """Whether a nudge is on its way."""
+        return self._relay is not None and not self._relay.done()
+
+    async def _nudge(self) -> None:
+        again = True
+        while again:
+            self._relay_again = False
+            try:
+                await self._store.work_nudge()
+            except StoreError as exc:  # the other workers' polls find the session
+                log.warning("could not pass a work notification on: %s", exc)
+                return
+            self.relayed += 1
+            again = self._relay_again
+
+    async def stop(self) -> None:
+        await super().stop()  # no notification starts another relay after this
+        if self._relay is not None:
+            await cancel_and_wait([self._relay])
 
     async def run(self) -> None:
         backoff = Backoff(cap=self._reconnect_max)

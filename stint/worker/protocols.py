@@ -18,7 +18,7 @@ from stint.store.batch import Late
 from stint.store.children import ChildStore
 from stint.store.conversation import ConversationStore
 from stint.store.fenced import EventSpec
-from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, Work
+from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, Work, WorkerPeer
 from stint.store.quotas import QuotaStore
 from stint.store.vocabulary import StepKind, StepStatus, TurnStatus, WorkerState
 from stint.store.waits import WaitStore
@@ -63,6 +63,10 @@ class WorkerStore(Protocol):
     ) -> None: ...
 
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None: ...
+
+    async def workers_peers(self) -> list[WorkerPeer]: ...
+
+    async def work_nudge(self) -> None: ...
 
     async def turns_claim(
         self, *, owner: str, pins: Sequence[str], limit: int | Late[int], lease_seconds: float

@@ -116,6 +116,7 @@ class SessionRunner:
                 turns += 1
                 following = finished.next
                 if following is None:
+                    held.found_nothing = True
                     return
                 if following.claim.session_id != held.claim.session_id:
                     held = self._switch(held, following.claim)

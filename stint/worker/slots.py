@@ -33,6 +33,10 @@ class Held:
     # Set while a write that may give the lease up is in flight (finish, park,
     # hand-back): a renewal that no longer finds the session is then not a loss.
     releasing: bool = False
+    # Set when the slot ends because its last finish claimed the next session in
+    # the same statement and found none ready: a claim now would find none either
+    # (whatever became ready since sent a NOTIFY), so the claimer is not woken.
+    found_nothing: bool = False
 
     def stop_turn(self, control: ControlRequest) -> None:
         """An operator asked to stop a turn: cancel the harness if it runs that turn."""
@@ -103,4 +107,6 @@ class Slots:
         held = self._by_task.pop(task, None)
         if held is not None:
             self._forget(held)
+            if held.found_nothing:
+                return
         self._claim_wakeup.set()

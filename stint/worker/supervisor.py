@@ -36,6 +36,7 @@ from stint.worker.health import HealthState
 from stint.worker.lease_keeper import LeaseKeeper
 from stint.worker.listener import Listener
 from stint.worker.protocols import NotificationSource, WorkerStore
+from stint.worker.roster import Roster, RosterKeeper
 from stint.worker.runner import Limits, SessionRunner
 from stint.worker.sampler import Sampler, SampleSource
 from stint.worker.service import Service, Wakeup
@@ -176,12 +177,16 @@ class Supervisor:
             wakeup=self._claim_wakeup,
             on_failure=self._service_failed,
         )
+        roster = Roster(me.worker_id, plan.pins)
         listener = Listener(
             subscribe=self._subscribe,
             work_channel=plan.work_channel,
             slots=self.slots,
             claim_wakeup=self._claim_wakeup,
             renew_wakeup=self._renew_wakeup,
+            roster=roster,
+            claiming=claimer.claiming,
+            store=self._store,
             reconnect_max=plan.reconnect_max,
             on_failure=self._service_failed,
         )
@@ -189,6 +194,12 @@ class Supervisor:
             claimer,
             keeper,
             listener,
+            RosterKeeper(
+                store=self._store,
+                roster=roster,
+                interval=plan.lease_seconds / 3,
+                on_failure=self._service_failed,
+            ),
             *(make(self._service_failed) for make in self._chores),
         ]
         if self._stats is not None and plan.sample_seconds > 0:

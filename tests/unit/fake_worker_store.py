@@ -23,7 +23,15 @@ from stint.store.children import ChildStore
 from stint.store.conversation import ConversationStore
 from stint.store.errors import LeaseLost
 from stint.store.fenced import EventSpec
-from stint.store.models import Claim, ControlRequest, FinishResult, StepRecord, TurnStart, Work
+from stint.store.models import (
+    Claim,
+    ControlRequest,
+    FinishResult,
+    StepRecord,
+    TurnStart,
+    Work,
+    WorkerPeer,
+)
 from stint.store.quotas import QuotaStore
 from stint.store.vocabulary import (
     ControlAction,
@@ -69,6 +77,11 @@ class FakeWorkerStore:
         self.released: list[tuple[UUID, UUID | None, str]] = []
         self.deferred: list[tuple[UUID, str, float]] = []
         self.renewals = 0
+        self.peers: list[WorkerPeer] = []
+        self.peers_error: BaseException | None = None
+        self.nudges = 0
+        self.nudge_error: BaseException | None = None
+        self.nudge_gate: asyncio.Event | None = None  # set: a nudge on its way waits for it
         self.renew_error: BaseException | None = None
         self.while_renewing: Callable[[], None] = lambda: None  # e.g. the clock moves on
 
@@ -137,6 +150,18 @@ class FakeWorkerStore:
 
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None:
         self.states.append(state)
+
+    async def workers_peers(self) -> list[WorkerPeer]:
+        if self.peers_error is not None:
+            raise self.peers_error
+        return list(self.peers)
+
+    async def work_nudge(self) -> None:
+        if self.nudge_gate is not None:
+            await self.nudge_gate.wait()
+        if self.nudge_error is not None:
+            raise self.nudge_error
+        self.nudges += 1
 
     def _start_next(self, session: FakeSession) -> TurnStart | None:
         for turn in session.turns:

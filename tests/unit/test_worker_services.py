@@ -21,6 +21,7 @@ from stint.worker.context import Deferred, TurnContext
 from stint.worker.health import HealthState
 from stint.worker.lease_keeper import LeaseKeeper
 from stint.worker.listener import Listener
+from stint.worker.roster import Roster
 from stint.worker.runner import Limits, SessionRunner
 from stint.worker.service import Wakeup
 from stint.worker.slots import Slots
@@ -100,6 +101,7 @@ class Rig:
             on_failure=_failed,
         )
         self.notifications = FakeNotifications()
+        self.roster = Roster(OWNER, [])
         self.listener = Listener(
             subscribe=self.notifications,
             work_channel=WORK,
@@ -107,6 +109,9 @@ class Rig:
             claim_wakeup=self.claim_wakeup,
             renew_wakeup=self.renew_wakeup,
             on_failure=_failed,
+            roster=self.roster,
+            claiming=self.claimer.claiming,
+            store=store,
         )
 
     async def settle_all(self) -> None:

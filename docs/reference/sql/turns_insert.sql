@@ -2,8 +2,16 @@
 -- Runs after sessions_lock_for_enqueue in the same transaction. Safe under
 -- READ COMMITTED: the session row was locked by that earlier statement, so
 -- this one's snapshot holds every change to the session committed before,
--- and nothing can change it until this transaction ends.
-WITH added AS (
+-- and nothing can change it until this transaction ends (so was_idle reads
+-- the status the UPDATE changes).
+-- Only a session this turn makes ready is notified, naming it (and its pin) so
+-- one worker claims for it (stint/worker/roster.py). A ready one was notified
+-- when it became ready; a running one's holder starts the turn when its turn
+-- finishes (turns_finish reads queued_turns under the same row lock); a parked
+-- one is notified when it resumes.
+WITH was_idle AS (
+    SELECT pin FROM sessions WHERE id = %(session_id)s AND status = 'idle'
+), added AS (
     INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds, traceparent,
                        busy)
     VALUES (%(session_id)s, %(seq)s, %(idempotency_key)s, %(input)s, %(timeout_seconds)s,
@@ -18,4 +26,7 @@ WITH added AS (
         updated_at    = now()
     WHERE id = %(session_id)s
 )
-SELECT id, seq, pg_notify(%(work_channel)s, '') IS NULL AS notified FROM added
+SELECT id, seq,
+       (SELECT pg_notify(%(work_channel)s, %(session_id)s::text || coalesce(' ' || pin, ''))
+        FROM was_idle) IS NULL AS notified
+FROM added

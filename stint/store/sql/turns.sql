@@ -13,8 +13,16 @@ WHERE session_id = %(session_id)s AND idempotency_key = %(idempotency_key)s
 -- Runs after sessions_lock_for_enqueue in the same transaction. Safe under
 -- READ COMMITTED: the session row was locked by that earlier statement, so
 -- this one's snapshot holds every change to the session committed before,
--- and nothing can change it until this transaction ends.
-WITH added AS (
+-- and nothing can change it until this transaction ends (so was_idle reads
+-- the status the UPDATE changes).
+-- Only a session this turn makes ready is notified, naming it (and its pin) so
+-- one worker claims for it (stint/worker/roster.py). A ready one was notified
+-- when it became ready; a running one's holder starts the turn when its turn
+-- finishes (turns_finish reads queued_turns under the same row lock); a parked
+-- one is notified when it resumes.
+WITH was_idle AS (
+    SELECT pin FROM sessions WHERE id = %(session_id)s AND status = 'idle'
+), added AS (
     INSERT INTO turns (session_id, seq, idempotency_key, input, timeout_seconds, traceparent,
                        busy)
     VALUES (%(session_id)s, %(seq)s, %(idempotency_key)s, %(input)s, %(timeout_seconds)s,
@@ -29,14 +37,18 @@ WITH added AS (
         updated_at    = now()
     WHERE id = %(session_id)s
 )
-SELECT id, seq, pg_notify(%(work_channel)s, '') IS NULL AS notified FROM added
+SELECT id, seq,
+       (SELECT pg_notify(%(work_channel)s, %(session_id)s::text || coalesce(' ' || pin, ''))
+        FROM was_idle) IS NULL AS notified
+FROM added
 
 -- name: turns_insert_first
 -- The first turn of each session a batch enqueue created in this transaction
 -- (sessions_create_many), one per element of %(turns)s, and one NOTIFY for
--- them all. Safe under READ COMMITTED: those sessions are not committed yet,
--- so no other transaction can see, lock or change them; each gets seq 1 and
--- one queued turn.
+-- them all: naming the session (and its pin) when there is one, so one worker
+-- claims for it (stint/worker/roster.py), else empty, waking every worker.
+-- Safe under READ COMMITTED: those sessions are not committed yet, so no other
+-- transaction can see, lock or change them; each gets seq 1 and one queued turn.
 WITH given AS (
     SELECT *
     FROM jsonb_to_recordset(%(turns)s)
@@ -59,7 +71,12 @@ WITH given AS (
     WHERE s.id = given.session_id
 )
 SELECT added.session_id, added.id, added.seq
-FROM added, (SELECT pg_notify(%(work_channel)s, '')) AS notified
+FROM added, (
+    SELECT pg_notify(%(work_channel)s,
+                     CASE WHEN count(*) = 1 THEN min(s.id::text) || coalesce(' ' || min(s.pin), '')
+                          ELSE '' END)
+    FROM given JOIN sessions s ON s.id = given.session_id
+) AS notified
 
 -- name: turns_finish
 -- Under the lease: record a turn's terminal state and terminal events, then

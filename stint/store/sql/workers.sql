@@ -47,3 +47,18 @@ SELECT count(*) AS live_workers, coalesce(sum(slots), 0)::bigint AS live_slots
 FROM workers
 WHERE state = 'running' AND heartbeat_at > now() - make_interval(secs => %(live_seconds)s)
 
+
+-- name: workers_peers
+-- The live running workers and the pins each accepts, in id order: every worker
+-- reads the same list (up to a refresh apart) and so picks the same one to wake
+-- for a session's notification (stint/worker/roster.py). A read: nothing locked.
+SELECT id AS worker_id, pins
+FROM workers
+WHERE state = 'running'
+  AND heartbeat_at > now() - make_interval(secs => coalesce(lease_seconds, %(live_seconds)s))
+ORDER BY id
+
+-- name: work_nudge
+-- Wake every worker's claimer: a notification picked this worker, which cannot
+-- claim now (slots full, stopping), and passes it on to all.
+SELECT pg_notify(%(work_channel)s, '') IS NULL AS notified

@@ -27,6 +27,7 @@ from stint.store.vocabulary import (
 )
 
 __all__ = [
+    "ROSTER_CHANGED",
     "ApiKey",
     "Claim",
     "ControlRequest",
@@ -112,6 +113,11 @@ class ControlRequest(Row):
     action: ControlAction
     turn_id: UUID
     reason: str | None
+
+
+ROSTER_CHANGED = "roster"
+"""The work channel's payload that tells every worker to read its roster again: a
+worker registered, began draining, or stopped (stint/worker/roster.py)."""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from stint.store.errors import WorkerIdInUse
 from stint.store.fenced import EventSpec, run_fenced
 from stint.store.fetch import execute, fetch_all, fetch_one, fetch_optional
 from stint.store.models import (
+    ROSTER_CHANGED,
     Claim,
     ControlRequest,
     FinishResult,
@@ -90,6 +91,7 @@ class _Claimed:
 @dataclass(frozen=True)
 class _WorkerId:
     id: str
+    notified: bool
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,8 @@ class SqlWorkerStore:
             "pins": list(pins),
             "slots": slots,
             "lease_seconds": lease_seconds,
+            "work_channel": self._config.work_channel,
+            "roster_changed": ROSTER_CHANGED,
         }
         async with (
             guarded("workers_register", self._config),
@@ -206,7 +210,13 @@ class SqlWorkerStore:
         )
 
     async def workers_set_state(self, *, worker_id: str, pid: int, state: WorkerState) -> None:
-        params = {"id": worker_id, "pid": pid, "state": state}
+        params = {
+            "id": worker_id,
+            "pid": pid,
+            "state": state,
+            "work_channel": self._config.work_channel,
+            "roster_changed": ROSTER_CHANGED,
+        }
         async with guarded("workers_set_state", self._config), self._pool.connection() as conn:
             await execute(conn, "workers_set_state", **params)
 

@@ -93,7 +93,11 @@ class Claimer(Service):
         """Claim for the free slots once and start them; returns how many were
         claimed. Raises ``StoreError`` when the claim fails."""
         free = self._slots.free
-        if free <= 0 or not self.claiming():
+        if free <= 0:
+            self._slots.claim_owed = True  # the next slot to end wakes this claimer
+            return 0
+        self._slots.claim_owed = False  # this claim reads whatever became ready until now
+        if not self.claiming():
             return 0
         with span(SPAN_CLAIM, worker_id=self._owner, free_slots=free) as current:
             started = time.perf_counter()

@@ -2,7 +2,9 @@
 
 A notification on the work channel wakes the claimer when the roster picks
 this worker for it (``stint.worker.roster``); picked but unable to claim now
-(slots full, stopping), the worker passes it on to every worker (``work_nudge``).
+(slots full, stopping), the worker passes it on to every worker (``work_nudge``);
+``ROSTER_CHANGED`` (a worker registered, began draining or stopped) has the
+roster read again.
 One on the control channel naming a session this worker holds makes the lease
 keeper renew at once (the renewal reads the request). Nothing here is the truth:
 after a lost connection it reconnects with backoff and wakes both, so whatever
@@ -17,6 +19,7 @@ from collections.abc import Callable
 
 from stint.store.backoff import Backoff
 from stint.store.errors import StoreError
+from stint.store.models import ROSTER_CHANGED
 from stint.worker.cancelling import cancel_and_wait
 from stint.worker.protocols import NotificationSource, WorkerStore
 from stint.worker.roster import Roster, Wake, route
@@ -41,6 +44,7 @@ class Listener(Service):
         renew_wakeup: Wakeup,
         on_failure: Callable[[str, BaseException], None],
         roster: Roster,
+        roster_wakeup: Wakeup,
         claiming: Callable[[], bool],
         store: WorkerStore,
         reconnect_max: float = 1.0,
@@ -52,6 +56,7 @@ class Listener(Service):
         self._claim_wakeup = claim_wakeup
         self._renew_wakeup = renew_wakeup
         self._roster = roster
+        self._roster_wakeup = roster_wakeup
         self._claiming = claiming
         self._store = store
         self._reconnect_max = reconnect_max
@@ -63,6 +68,9 @@ class Listener(Service):
         """Act on one notification."""
         log.debug("notification on %s: %s", channel, payload)
         if channel == self._work_channel:
+            if payload == ROSTER_CHANGED:
+                self._roster_wakeup.set()
+                return
             wake = route(self._roster, payload, free=self._slots.free, claiming=self._claiming())
             if wake is Wake.CLAIM:
                 self._claim_wakeup.set()
@@ -113,6 +121,7 @@ class Listener(Service):
                         lost = False
                     self._claim_wakeup.set()  # catch up on anything missed while disconnected
                     self._renew_wakeup.set()
+                    self._roster_wakeup.set()
                     async for channel, payload in subscription.notifications():
                         self.run_once(channel, payload)
             except StoreError as exc:

@@ -21,14 +21,14 @@ Nothing here decides whether a ready session is found, only how soon:
 - until the first read, or when this worker finds itself the only one, every
   notification wakes it.
 
-Workers read the roster a third of a lease apart, so their views may differ for
-that long after a worker starts or stops: then two workers claim (one finds
-nothing, as before) or none (the poll).
+Workers read the roster every third of a lease, and at once when a worker
+registers, begins draining or stops (it says so on the work channel); a worker
+that dies stays in the others' rosters until its heartbeat is a lease old. While
+views differ, two workers claim (one finds nothing, as before) or none (the poll).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
@@ -37,7 +37,7 @@ from uuid import UUID
 from stint.store.errors import StoreError
 from stint.store.models import WorkerPeer
 from stint.worker.protocols import WorkerStore
-from stint.worker.service import Service
+from stint.worker.service import Service, Wakeup
 
 __all__ = ["Roster", "RosterKeeper", "Wake", "route"]
 
@@ -96,12 +96,16 @@ def route(roster: Roster, payload: str, *, free: int, claiming: bool) -> Wake:
         return Wake.CLAIM  # everyone's; the claimer itself skips a claim with no free slot
     if not roster.picks_me(payload):
         return Wake.LET_PASS
-    return Wake.CLAIM if free > 0 and claiming else Wake.PASS_ON
+    if (free > 0 and claiming) or len(roster.peers) == 1:
+        return Wake.CLAIM  # alone, there is no one to pass it on to: as before
+    return Wake.PASS_ON
 
 
 class RosterKeeper(Service):
     """Reads the roster every ``interval`` seconds (a third of a lease: the
-    heartbeats it reads are written that often); a failed read keeps the last one."""
+    heartbeats it reads are written that often), and at once when ``wakeup`` is set:
+    a worker that registers, begins draining or stops says so on the work channel
+    (``ROSTER_CHANGED``). A failed read keeps the last one."""
 
     name = "roster"
 
@@ -111,12 +115,14 @@ class RosterKeeper(Service):
         store: WorkerStore,
         roster: Roster,
         interval: float,
+        wakeup: Wakeup,
         on_failure: Callable[[str, BaseException], None],
     ) -> None:
         super().__init__(on_failure)
         self._store = store
         self._roster = roster
         self._interval = interval
+        self._wakeup = wakeup
 
     async def run_once(self) -> None:
         """Read once. Raises ``StoreError`` when the read fails."""
@@ -130,4 +136,4 @@ class RosterKeeper(Service):
                 await self.run_once()
             except StoreError as exc:
                 log.warning("roster read failed (kept the last one): %s", exc)
-            await asyncio.sleep(self._interval)
+            await self._wakeup.sleep(self._interval)

@@ -60,6 +60,10 @@ class Slots:
         # The session each slot task holds now (a task moves on from session to session).
         self._by_task: dict[asyncio.Task[None], Held] = {}
         self._claim_wakeup = claim_wakeup
+        # Set by a claimer woken with no slot free: the next slot to end wakes it,
+        # whatever that slot found (the wake-up it could not act on was for a session
+        # that may have become ready after that slot's last finish looked).
+        self.claim_owed = False
 
     @property
     def free(self) -> int:
@@ -107,6 +111,6 @@ class Slots:
         held = self._by_task.pop(task, None)
         if held is not None:
             self._forget(held)
-            if held.found_nothing:
+            if held.found_nothing and not self.claim_owed:
                 return
         self._claim_wakeup.set()

@@ -178,6 +178,7 @@ class Supervisor:
             on_failure=self._service_failed,
         )
         roster = Roster(me.worker_id, plan.pins)
+        roster_wakeup = Wakeup()
         listener = Listener(
             subscribe=self._subscribe,
             work_channel=plan.work_channel,
@@ -185,6 +186,7 @@ class Supervisor:
             claim_wakeup=self._claim_wakeup,
             renew_wakeup=self._renew_wakeup,
             roster=roster,
+            roster_wakeup=roster_wakeup,
             claiming=claimer.claiming,
             store=self._store,
             reconnect_max=plan.reconnect_max,
@@ -198,6 +200,7 @@ class Supervisor:
                 store=self._store,
                 roster=roster,
                 interval=plan.lease_seconds / 3,
+                wakeup=roster_wakeup,
                 on_failure=self._service_failed,
             ),
             *(make(self._service_failed) for make in self._chores),

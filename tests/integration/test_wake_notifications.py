@@ -1,7 +1,8 @@
 """The work channel's notifications against real PostgreSQL: an enqueue notifies
 only when it makes a session ready, naming the session (and its pin) so one worker
 claims for it (stint/worker/roster.py); a batch of new sessions and a nudge wake
-everyone; the roster lists the live running workers.
+everyone; the roster lists the live running workers, and a worker registering or
+draining tells every worker to read it again.
 
 Absence is shown by order, not by waiting: after the statement under test the test
 sends a marker notification, and the next one to arrive must be the marker
@@ -19,7 +20,7 @@ from stint.store.client import ClientStore
 from stint.store.config import ROLE_LISTEN
 from stint.store.enqueue_batch import EnqueueItem
 from stint.store.listen import Listener
-from stint.store.models import WorkerPeer
+from stint.store.models import ROSTER_CHANGED, WorkerPeer
 from stint.store.pool import Pool
 from stint.store.vocabulary import WorkerState
 from stint.store.worker_store import SqlWorkerStore
@@ -84,8 +85,9 @@ async def test_new_sessions_in_a_batch_and_a_nudge_wake_every_worker(
 
 
 async def test_the_roster_lists_the_live_running_workers_in_id_order(
-    db: ScratchTarget, pool: Pool
+    db: ScratchTarget, pool: Pool, heard: Listener
 ) -> None:
+    channel = db.config.work_channel
     runtime = SqlWorkerStore(db.config, pool, concurrency=1)
     workers = [("w-b", ["gpu"], 2), ("w-a", [], 1), ("w-c", [], 3), ("w-d", [], 4)]
     for worker_id, pins, pid in workers:
@@ -93,7 +95,10 @@ async def test_the_roster_lists_the_live_running_workers_in_id_order(
             worker_id=worker_id, host="h", pid=pid, version="t", pins=pins, slots=1,
             lease_seconds=30,
         )  # fmt: skip
+        # Every worker is told to read its roster again, so it learns of this one at once.
+        assert await _next_payloads(heard, pool, channel) == [ROSTER_CHANGED]
     await runtime.workers_set_state(worker_id="w-c", pid=3, state=WorkerState.DRAINING)
+    assert await _next_payloads(heard, pool, channel) == [ROSTER_CHANGED]
     stale = "UPDATE workers SET heartbeat_at = now() - interval '31 s' WHERE id = 'w-d' RETURNING 1"
     await fetch(pool, stale)
     assert await runtime.workers_peers() == [WorkerPeer("w-a", ()), WorkerPeer("w-b", ("gpu",))]

@@ -78,6 +78,7 @@ class FakeWorkerStore:
         self.deferred: list[tuple[UUID, str, float]] = []
         self.renewals = 0
         self.peers: list[WorkerPeer] = []
+        self.peer_reads = 0
         self.peers_error: BaseException | None = None
         self.nudges = 0
         self.nudge_error: BaseException | None = None
@@ -152,6 +153,7 @@ class FakeWorkerStore:
         self.states.append(state)
 
     async def workers_peers(self) -> list[WorkerPeer]:
+        self.peer_reads += 1
         if self.peers_error is not None:
             raise self.peers_error
         return list(self.peers)

@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stint.store.errors import ConnectionFailed
-from stint.store.models import WorkerPeer
+from stint.store.models import ROSTER_CHANGED, WorkerPeer
 from stint.worker.roster import Roster, RosterKeeper, Wake, route
+from stint.worker.service import Wakeup
 from tests.polling import wait_until
 from tests.unit.fake_worker_store import FakeWorkerStore
 from tests.unit.test_worker_services import OWNER, WORK, Rig
@@ -88,7 +89,9 @@ def test_alone_or_unread_a_worker_takes_every_notification() -> None:
 async def test_the_keeper_reads_the_roster_and_keeps_the_last_when_a_read_fails() -> None:
     store = FakeWorkerStore()
     roster = Roster(OWNER, [])
-    keeper = RosterKeeper(store=store, roster=roster, interval=3600, on_failure=_failed)
+    keeper = RosterKeeper(
+        store=store, roster=roster, interval=3600, wakeup=Wakeup(), on_failure=_failed
+    )
     store.peers = [WorkerPeer(OTHER, ()), WorkerPeer(OWNER, ())]
     await keeper.run_once()
     assert [p.worker_id for p in roster.peers] == sorted([OWNER, OTHER])
@@ -178,6 +181,34 @@ def test_a_named_notification_is_acted_on_by_one_worker_and_reaches_a_free_one(
         assert len(took) <= 1 or any(decided[m.peer.worker_id] is Wake.PASS_ON for m in hearing)
 
 
+async def test_a_roster_change_has_the_roster_read_at_once() -> None:
+    """A worker registered, began draining or stopped: every listener hears
+    ``ROSTER_CHANGED`` and its keeper reads again without waiting out its interval."""
+    rig = Rig(FakeWorkerStore())
+    keeper = RosterKeeper(
+        store=rig.store,
+        roster=rig.roster,
+        interval=3600,
+        wakeup=rig.roster_wakeup,
+        on_failure=_failed,
+    )
+    keeper.start()
+    await wait_until(_reads(rig.store, 1), what="the first read")
+    rig.store.peers = [WorkerPeer(OTHER, ())]
+    rig.listener.run_once(WORK, ROSTER_CHANGED)
+    await wait_until(_reads(rig.store, 2), what="the read the change asked for")
+    await keeper.stop()
+    assert [p.worker_id for p in rig.roster.peers] == sorted([OWNER, OTHER])
+    assert not await _woken(rig)  # not a session: the claimer sleeps on
+
+
+def _reads(store: FakeWorkerStore, count: int) -> Callable[[], Awaitable[bool]]:
+    async def read() -> bool:
+        return store.peer_reads >= count
+
+    return read
+
+
 def _two_worker_rig(slots: int = 2) -> Rig:
     rig = Rig(FakeWorkerStore(), slots=slots)
     rig.roster.update([WorkerPeer(OWNER, ()), WorkerPeer(OTHER, ())])
@@ -253,3 +284,35 @@ async def test_a_failed_nudge_is_logged_and_left_to_the_polls() -> None:
     assert (rig.store.nudges, rig.listener.relayed) == (0, 0)
     rig.harness.gates["busy"].set()
     await rig.settle_all()
+
+
+def test_alone_a_busy_worker_passes_nothing_on() -> None:
+    """No one to pass it to: a nudge would only wake this worker again."""
+    roster = Roster(OWNER, [])
+    payload = str(uuid.uuid4())
+    assert route(roster, payload, free=0, claiming=True) is Wake.CLAIM
+    assert route(roster, payload, free=1, claiming=False) is Wake.CLAIM
+    roster.update([WorkerPeer(OTHER, ())])
+    mine = _session_picked_by(roster, wanted=True)
+    assert route(roster, mine, free=0, claiming=True) is Wake.PASS_ON
+
+
+async def test_a_slot_whose_finish_found_nothing_wakes_the_claimer_only_when_owed() -> None:
+    """A slot ends after its finish claimed the next session in the same statement and
+    found none: a claim now would find none either, so the claimer sleeps on. But a
+    claimer woken while every slot was busy (a notification it could not act on) is owed
+    a wake-up, and the next slot to end gives it."""
+    rig = Rig(FakeWorkerStore(), slots=1)
+    first = rig.store.add_session({"gate": "first"})
+    assert await rig.claimer.run_once() == 1
+    rig.harness.gates["first"].set()
+    await rig.settle(first)
+    assert rig.slots.free == 1
+    assert not await _woken(rig)
+
+    second = rig.store.add_session({"gate": "second"})
+    assert await rig.claimer.run_once() == 1
+    assert await rig.claimer.run_once() == 0  # woken with every slot busy
+    rig.harness.gates["second"].set()
+    await rig.settle(second)
+    assert await _woken(rig)

@@ -102,6 +102,7 @@ class Rig:
         )
         self.notifications = FakeNotifications()
         self.roster = Roster(OWNER, [])
+        self.roster_wakeup = Wakeup()
         self.listener = Listener(
             subscribe=self.notifications,
             work_channel=WORK,
@@ -110,6 +111,7 @@ class Rig:
             renew_wakeup=self.renew_wakeup,
             on_failure=_failed,
             roster=self.roster,
+            roster_wakeup=self.roster_wakeup,
             claiming=self.claimer.claiming,
             store=store,
         )

@@ -2,14 +2,21 @@
 -- Register, or take over the row of an earlier process with this id -- but
 -- never from a live one (not stopped, heartbeat younger than its lease): two
 -- processes with one id would renew each other's leases. No row back means
--- the id is in use; workers_holder says by whom.
-INSERT INTO workers (id, host, pid, version, pins, slots, lease_seconds)
-VALUES (%(id)s, %(host)s, %(pid)s, %(version)s, %(pins)s, %(slots)s, %(lease_seconds)s)
-ON CONFLICT (id) DO UPDATE
-SET host = excluded.host, pid = excluded.pid, version = excluded.version,
-    pins = excluded.pins, slots = excluded.slots, lease_seconds = excluded.lease_seconds,
-    state = 'running', started_at = now(), heartbeat_at = now(), stopped_at = NULL
-WHERE workers.state = 'stopped'
-   OR workers.heartbeat_at <= now() - make_interval(secs => coalesce(workers.lease_seconds, 0))
-   OR (workers.host = excluded.host AND workers.pid = excluded.pid)
-RETURNING id
+-- the id is in use; workers_holder says by whom. A registration tells every
+-- worker to read its roster again (%(roster_changed)s on the work channel).
+-- Safe under READ COMMITTED: ON CONFLICT locks the existing row and its WHERE
+-- re-reads that row's newest version (state, heartbeat, pid); nothing else is
+-- read, and the NOTIFY goes out only for the row written.
+WITH registered AS (
+    INSERT INTO workers (id, host, pid, version, pins, slots, lease_seconds)
+    VALUES (%(id)s, %(host)s, %(pid)s, %(version)s, %(pins)s, %(slots)s, %(lease_seconds)s)
+    ON CONFLICT (id) DO UPDATE
+    SET host = excluded.host, pid = excluded.pid, version = excluded.version,
+        pins = excluded.pins, slots = excluded.slots, lease_seconds = excluded.lease_seconds,
+        state = 'running', started_at = now(), heartbeat_at = now(), stopped_at = NULL
+    WHERE workers.state = 'stopped'
+       OR workers.heartbeat_at <= now() - make_interval(secs => coalesce(workers.lease_seconds, 0))
+       OR (workers.host = excluded.host AND workers.pid = excluded.pid)
+    RETURNING id
+)
+SELECT id, pg_notify(%(work_channel)s, %(roster_changed)s) IS NULL AS notified FROM registered

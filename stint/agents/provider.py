@@ -14,7 +14,11 @@ message against the SDK's typed parameters (``async_maybe_transform``), which
 for chat requests changes nothing but cost 20 ms of CPU a request once a
 conversation had a few dozen messages. Streamed chunks are read as the JSON
 they are (``AsyncStream[object]``), not built into the SDK's models. The SDK
-still does the HTTP, the authentication, the SSE parsing and the errors.
+still does the request, the authentication, the SSE parsing and the errors;
+under its httpx client the connections are Stint's lean HTTP/1.1 transport
+(``stint.agents.http11``: httpx's own transport cost more worker CPU than the
+rest of a turn), except where a proxy variable applies, which httpx's own
+transport handles as before.
 
 This module imports ``openai`` (and its HTTP stack), so only the agents
 harness imports it: a worker running another harness never loads them.
@@ -25,17 +29,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import urllib.request
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from stint.agents.config import ModelConfig
 from stint.agents.errors import AgentConfigError, ProviderError, ProviderUnavailable
+from stint.agents.http11 import Http11Transport
 from stint.agents.quota_gate import QuotaGate, reported_tokens
 from stint.agents.retry import RetryPolicy, is_retryable_status, retry_after_seconds
 from stint.worker.telemetry import model_span, record_usage
 
 try:
+    import httpx2
     import openai
 except ImportError as exc:  # the optional dependency: pip install 'stint[agents]'
     raise AgentConfigError(
@@ -43,6 +50,19 @@ except ImportError as exc:  # the optional dependency: pip install 'stint[agents
     ) from exc
 
 __all__ = ["ChatProvider", "Retry"]
+
+
+def _http_client(base_url: str) -> httpx2.AsyncClient | None:
+    """The SDK's HTTP client over the lean transport (``stint.agents.http11``); None
+    (the SDK's default client) where a proxy variable applies to the base URL's
+    scheme (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, any case): httpx then
+    routes through the proxy exactly as before, ``NO_PROXY`` included."""
+    proxies = urllib.request.getproxies_environment()
+    scheme = httpx2.URL(base_url).scheme
+    if proxies.get(scheme) or proxies.get("all"):
+        return None
+    return httpx2.AsyncClient(transport=Http11Transport(), follow_redirects=True)
+
 
 log = logging.getLogger("stint.agents.provider")
 
@@ -142,6 +162,7 @@ class ChatProvider:
             api_key=self._secret or _NO_KEY,
             max_retries=0,
             timeout=openai.Timeout(config.timeout, connect=min(_CONNECT_TIMEOUT, config.timeout)),
+            http_client=_http_client(config.base_url),
         )
 
     @property

@@ -18,6 +18,7 @@ from stint.agents.errors import ProviderError, ProviderUnavailable
 from stint.agents.provider import ChatProvider, Retry
 from stint.lab.fake_provider import FakeProvider
 from tests.agents.conftest import API_KEY
+from tests.agents.raw_http import Answer, raw_server
 
 QUESTION: list[dict[str, Any]] = [{"role": "user", "content": "What is 19 + 23?"}]
 ANSWERED: list[dict[str, Any]] = [
@@ -139,3 +140,21 @@ async def test_a_slow_first_token_is_waited_for(fake: FakeProvider) -> None:
     calls = Calls()
     result = await _complete(_provider(fake), ANSWERED, calls)
     assert result["retries"] == 0 and result["message"]["content"]
+
+
+async def test_a_proxy_named_in_the_environment_carries_the_requests(
+    fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where a proxy applies, httpx's own transport (which speaks to proxies) is used,
+    # not the lean one: the request reaches the proxy in absolute form, never the server.
+    for name in ("NO_PROXY", "ALL_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    refusal = b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+    async with raw_server(lambda c, i: Answer(refusal, close=True)) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        with pytest.raises(ProviderUnavailable, match="HTTP 502"):
+            await _complete(_provider(fake, attempts=1), QUESTION, Calls())
+    [seen] = proxy.seen
+    assert seen.head.startswith(f"POST {fake.url}/chat/completions HTTP/1.1\r\n".encode())
+    assert fake.requests() == []

@@ -137,13 +137,29 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             connection.close()
         return None
 
+    @property
+    def idle_connections(self) -> int:
+        """How many open connections wait in the pool to be reused."""
+        return sum(len(connections) for connections in self._idle.values())
+
     def _give_back(self, origin: _Origin, connection: _Connection) -> None:
-        connections = self._idle.setdefault(origin, [])
-        if self._closed or len(connections) >= self._max_idle:
+        """Pool the connection; the pool's connections that the server closed or that
+        idled too long are closed now (a few flag checks, no system call), so none
+        lingers half-closed until the transport closes."""
+        now = time.monotonic()
+        pooled = self._idle.setdefault(origin, [])
+        kept = []
+        for pooled_connection in pooled:
+            if pooled_connection.usable(now, self._idle_seconds):
+                kept.append(pooled_connection)
+            else:
+                pooled_connection.close()
+        if self._closed or len(kept) >= self._max_idle:
             connection.close()
-            return
-        connection.idle_since = time.monotonic()
-        connections.append(connection)
+        else:
+            connection.idle_since = now
+            kept.append(connection)
+        self._idle[origin] = kept
 
     async def _connect(
         self, request: httpx2.Request, origin: _Origin, within: float | None
@@ -375,10 +391,14 @@ class _ResponseBody(httpx2.AsyncByteStream):
                 while await self._read(reader.readuntil(b"\r\n")) != b"\r\n":
                     pass  # trailers: not used
                 return
-            data = await self._read(reader.readexactly(size + 2))
-            if data[-2:] != b"\r\n":
+            while size:  # a large chunk arrives in pieces, never buffered whole
+                piece = await self._read(reader.read(min(size, 65536)))
+                if not piece:
+                    raise self._cut()
+                size -= len(piece)
+                yield piece
+            if await self._read(reader.readexactly(2)) != b"\r\n":
                 raise httpx2.RemoteProtocolError("a chunk without its CRLF", request=self._request)
-            yield data[:-2]
 
     async def _read(self, step: Awaitable[_T]) -> _T:
         try:

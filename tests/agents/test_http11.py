@@ -7,6 +7,7 @@ of connections and requests is what is asserted.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import socket
@@ -192,6 +193,27 @@ async def test_an_idle_connection_past_its_expiry_is_not_reused() -> None:
         for _ in range(2):
             await _post(server, client, {})
     assert server.connections == 2
+
+
+async def test_expired_connections_leave_the_pool_at_the_next_hand_back() -> None:
+    # Two requests at once open two connections; with no idle time allowed, the second
+    # hand-back closes the first: the pool never keeps what it would not reuse.
+    transport = Http11Transport(idle_seconds=0.0)
+    client = httpx2.AsyncClient(transport=transport)
+    async with raw_server(lambda c, i: Answer(ok())) as server, client:
+        await asyncio.gather(_post(server, client, {}), _post(server, client, {}))
+        assert server.connections == 2 and transport.idle_connections == 1
+
+
+async def test_a_chunk_larger_than_a_read_arrives_whole() -> None:
+    body = bytes(range(256)) * 1024  # 256 KiB in one chunk
+    raw = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (
+        len(body),
+        body,
+    )
+    async with raw_server(lambda c, i: Answer(raw)) as server, _client() as client:
+        answers = [await _post(server, client, {}) for _ in range(2)]
+    assert [a.content for a in answers] == [body, body] and server.connections == 1
 
 
 def _certificates(directory: Path) -> tuple[Path, ssl.SSLContext]:

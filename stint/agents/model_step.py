@@ -91,6 +91,6 @@ class ModelStep:
         except BaseException:
             await deltas.abort()
             raise
-        await deltas.close()
+        await deltas.close(last=partial(ctx.emit_at_step_end, key, kind="message.delta"))
         result["delta_events"] = deltas.events
         return result

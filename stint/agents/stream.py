@@ -5,7 +5,9 @@ holds ``flush_deltas`` deltas or its oldest delta has waited ``flush_seconds``,
 whichever comes first. The writer is one task, so events keep the order of the
 deltas and at most one write is in flight; while it is, new deltas gather for
 the next event. Each write goes through the fenced event appender, so cursors
-stay contiguous and a worker that lost its lease writes nothing more.
+stay contiguous and a worker that lost its lease writes nothing more. What is
+still pending when the call ends goes with the step's commit (``close(last=...)``,
+``TurnContext.emit_at_step_end``): one statement fewer.
 """
 
 from __future__ import annotations
@@ -71,8 +73,10 @@ class DeltaCoalescer:
         self._try = number
         self._next_index = 0
 
-    async def close(self) -> None:
-        """Write every pending delta and stop the writer; raise its error if any."""
+    async def close(self, *, last: Write | None = None) -> None:
+        """Write every pending delta and stop the writer; raise its error if any.
+        ``last`` writes what is still pending at the end instead of the writer
+        (the model step hands it to its own commit: one statement fewer)."""
         self._closing = True
         self._wake.set()
         if self._task is not None:
@@ -80,7 +84,7 @@ class DeltaCoalescer:
                 await self._task
         if self._error is not None:
             raise self._error
-        await self._flush(everything=True)
+        await self._flush(everything=True, write=last)
 
     async def abort(self) -> None:
         """Stop the writer without writing (the turn is being cancelled)."""
@@ -108,7 +112,7 @@ class DeltaCoalescer:
         except Exception as exc:  # surfaced to the stream by add() or close()
             self._error = exc
 
-    async def _flush(self, *, everything: bool) -> None:
+    async def _flush(self, *, everything: bool, write: Write | None = None) -> None:
         """Write the pending deltas, at most ``flush_deltas`` per event. Unless
         ``everything``, only full batches and a batch whose oldest delta is due:
         a remainder waits for its own batch to fill or its own clock to run out,
@@ -128,5 +132,5 @@ class DeltaCoalescer:
                     "text": "".join(text for _, text in batch),
                 }
                 self._next_index += len(batch)
-                await self._write(payload)
+                await (write or self._write)(payload)
                 self.events += 1

@@ -199,6 +199,7 @@ class TurnContext:
         # Steps this attempt recorded started (or found started) and has not yet
         # committed or marked unknown, with the tool's reconcile for each.
         self._open: dict[str, tuple[StepKind, str, Callable[[], Awaitable[Reconciled]]]] = {}
+        self._at_step_end: dict[str, list[tuple[EventKind, Mapping[str, Any]]]] = {}
         self._waits = 0  # waits reached in this attempt: the default key of the next one
         self._spawns = 0  # spawns reached in this attempt: the default key of the next one
 
@@ -210,6 +211,23 @@ class TurnContext:
         return await self._store.events_append(
             self._claim, turn_id=self.turn_id, events=[(EventKind(kind), payload)]
         )
+
+    async def emit_at_step_end(
+        self, key: str, payload: Mapping[str, Any], *, kind: str = EventKind.MESSAGE
+    ) -> None:
+        """Append an event with the end of the open step ``key``: in the statement
+        that commits the step (or marks it unknown), just before the step's own
+        event, so a step body's last event costs no statement of its own. Nothing
+        else of the turn is written between the body's end and that statement, so
+        the log's order is the same as with ``emit``; a step that never ends (the
+        turn cancelled, the lease lost) writes neither. Outside the open step
+        ``key``, the event is appended at once, as by ``emit``."""
+        if kind not in HARNESS_EVENT_KINDS:
+            raise ValueError(f"a harness may emit {sorted(HARNESS_EVENT_KINDS)}, not {kind!r}")
+        if key not in self._open:
+            await self.emit(payload, kind=kind)
+            return
+        self._at_step_end.setdefault(key, []).append((EventKind(kind), payload))
 
     async def history(self, *, limit: int) -> MessageWindow:
         """The session's conversation before this turn: its newest ``limit`` messages,
@@ -648,7 +666,10 @@ class TurnContext:
             step_key=key,
             status=StepStatus.COMMITTED,
             result=result,
-            events=[(_STEP_EVENTS[kind][1], {"step_key": key, "reconciled": reconciled})],
+            events=[
+                *self._at_step_end.pop(key, ()),
+                (_STEP_EVENTS[kind][1], {"step_key": key, "reconciled": reconciled}),
+            ],
         )
         self._steps[key] = StepRecord(key, kind, StepStatus.COMMITTED, digest, result)
         self._open.pop(key, None)
@@ -661,7 +682,10 @@ class TurnContext:
             step_key=key,
             status=StepStatus.UNKNOWN,
             result=None,
-            events=[(EventKind.EFFECT_UNKNOWN, {"step_key": key, "reason": reason})],
+            events=[
+                *self._at_step_end.pop(key, ()),
+                (EventKind.EFFECT_UNKNOWN, {"step_key": key, "reason": reason}),
+            ],
         )
         record_unknown_effect()
         self._open.pop(key, None)

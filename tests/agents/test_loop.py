@@ -289,3 +289,20 @@ async def test_a_refused_approval_tells_the_model_and_runs_nothing(
     assert "the user did not approve this call of deploy" in output["reply"]
     assert EffectJournal(tmp_path).entries(claim.session_id) == []
     assert [r.round for r in fake.requests()] == [0, 1]  # round 0 was not asked again
+
+
+async def test_a_replys_last_deltas_are_written_by_the_model_steps_commit(
+    db: ScratchTarget, pool: Pool, fake: FakeProvider, tmp_path: Path
+) -> None:
+    # With bounds the stream never reaches, every delta is still pending when the
+    # call ends: they go in the statement that commits the step, not one of their own.
+    driver = Driver(db, pool, _harness(fake, tmp_path, flush_seconds=60.0, flush_deltas=10_000))
+    output = await driver.turn("What is 19 + 23?")
+    await driver.harness.close()
+    rows = await fetch(
+        pool,
+        "SELECT kind, xmin::text, payload ->> 'text' FROM events"
+        " WHERE kind IN ('message.delta', 'model.returned') ORDER BY seq",
+    )
+    assert [r[0] for r in rows] == ["model.returned", "message.delta", "model.returned"]
+    assert rows[1][1] == rows[2][1] and rows[1][2] == output["reply"]

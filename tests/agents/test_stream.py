@@ -67,3 +67,14 @@ async def test_a_failed_write_reaches_the_stream() -> None:
     deltas.add("x")
     with pytest.raises(RuntimeError, match="lease lost"):
         await deltas.close()
+
+
+async def test_close_hands_what_is_left_to_the_last_writer() -> None:
+    sink, last = Sink(), Sink()
+    deltas = DeltaCoalescer(sink.write, base={}, flush_seconds=60, flush_deltas=2)
+    for text in ("a", "b", "c"):
+        deltas.add(text)  # the writer never gets to run before the close
+    await deltas.close(last=last.write)
+    assert sink.events == []
+    assert [(e["index"], e["count"], e["text"]) for e in last.events] == [(0, 2, "ab"), (2, 1, "c")]
+    assert deltas.events == 2

@@ -15,6 +15,7 @@ from stint.store.pool import Pool
 from stint.store.vocabulary import StepKind
 from stint.store.worker_store import SqlWorkerStore
 from stint.worker.context import (
+    LeaseExpired,
     NondeterministicReplay,
     TurnContext,
     UnknownEffect,
@@ -67,6 +68,14 @@ async def _kinds(pool: Pool) -> list[str]:
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT kind FROM events ORDER BY seq")
         return [r[0] for r in await cur.fetchall()]
+
+
+async def _events_by_transaction(pool: Pool) -> list[tuple[str, str]]:
+    """Each event's kind and the transaction that wrote it (events written by one
+    statement share it; the test's statements each commit on their own)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT kind, xmin::text FROM events ORDER BY seq")
+        return [(r[0], r[1]) for r in await cur.fetchall()]
 
 
 async def _step_status(pool: Pool) -> list[str]:
@@ -202,3 +211,67 @@ async def test_a_model_call_cut_off_before_its_commit_is_called_again(
 
 def _digest(name: str, args: dict[str, Any]) -> str:
     return request_digest(StepKind.TOOL, name, args)
+
+
+async def test_an_event_at_the_step_end_is_written_by_the_steps_commit(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    runtime, claim, turn = await _turn(db, pool)
+    ctx = await _context(runtime, claim, turn)
+
+    async def model(request: Mapping[str, Any]) -> dict[str, Any]:
+        await ctx.emit_at_step_end("m", {"text": "hel"}, kind="message.delta")
+        await ctx.emit_at_step_end("m", {"text": "lo"}, kind="message.delta")
+        return {"reply": "hello"}
+
+    await ctx.emit_at_step_end("m", {"text": "before"}, kind="message")  # no open step: at once
+    assert await ctx.call_model("m", model, {"q": 1}) == {"reply": "hello"}
+    events = (await _events_by_transaction(pool))[-5:]
+    assert [kind for kind, _ in events] == [
+        "message",
+        "model.called",
+        "message.delta",
+        "message.delta",
+        "model.returned",
+    ]
+    transactions = [xid for _, xid in events]
+    assert len({*transactions[2:]}) == 1 and len(set(transactions)) == 3
+
+
+async def test_an_event_at_the_step_end_goes_with_an_unknown_mark_and_not_with_a_lost_lease(
+    db: ScratchTarget, pool: Pool
+) -> None:
+    runtime, claim, turn = await _turn(db, pool)
+    ctx = await _context(runtime, claim, turn)
+
+    async def failing(request: Mapping[str, Any]) -> Any:
+        await ctx.emit_at_step_end("f", {"text": "partial"}, kind="message.delta")
+        raise RuntimeError("the provider hung up")
+
+    with pytest.raises(RuntimeError):
+        await ctx.call_model("f", failing, {"q": 1})
+    assert [kind for kind, _ in await _events_by_transaction(pool)][-2:] == [
+        "message.delta",
+        "effect.unknown",
+    ]
+    written = len(await _events_by_transaction(pool))
+    # A worker that lost its lease writes nothing: not the step's end, not its carried event.
+    lease = {"live": True}
+    fenced = TurnContext(
+        store=runtime,
+        claim=claim,
+        turn_id=turn.turn_id,
+        turn_input=turn.input,
+        attempt=3,
+        steps=await runtime.steps_for_turn(claim, turn.turn_id),
+        may_write=lambda: lease["live"],
+    )
+
+    async def losing(request: Mapping[str, Any]) -> Any:
+        await fenced.emit_at_step_end("g", {"text": "late"}, kind="message.delta")
+        lease["live"] = False
+        return {"reply": "never recorded"}
+
+    with pytest.raises(LeaseExpired):
+        await fenced.call_model("g", losing, {"q": 2})
+    assert len(await _events_by_transaction(pool)) == written + 1  # model.called only

@@ -21,10 +21,12 @@ types (``ConnectError``, ``ReadTimeout``, ``RemoteProtocolError``, ...) with
 the request attached, so the SDK classifies them exactly as before: a timeout
 is ``APITimeoutError``, anything else ``APIConnectionError``.
 
-A reused connection the server closed while it was idle fails before any
-response byte; that request is sent again once on a new connection (the body
-is in memory), as httpcore does. Nothing else is retried here: retries are the
-durable step's.
+Nothing is retried here, as with httpcore: a pooled connection the server has
+closed is seen before it is reused (the loop marks its end of stream), and one
+that the server closes while the request is on its way fails the request (the
+server may have read it), which the durable step retries inside the try's own
+quota reservation. Retries are the step's alone, so a provider never sees more
+requests than the quota gate admitted.
 """
 
 from __future__ import annotations
@@ -72,10 +74,6 @@ class _Connection:
         self.writer.close()
 
 
-class _StaleConnection(Exception):
-    """A reused connection closed by the server before it answered."""
-
-
 class Http11Transport(httpx2.AsyncBaseTransport):
     """httpx's transport interface over asyncio streams (see the module docstring)."""
 
@@ -98,19 +96,10 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         origin = self._origin(request)
         timeouts = request.extensions.get("timeout", {})
         head, body = await _encode(request)
-        reused = self._take_idle(origin)
-        if reused is not None:
-            try:
-                return await self._exchange(request, origin, reused, head, body, timeouts)
-            except _StaleConnection:
-                pass  # the server closed it while idle: once more on a new connection
-        connection = await self._connect(request, origin, timeouts.get("connect"))
-        try:
-            return await self._exchange(request, origin, connection, head, body, timeouts)
-        except _StaleConnection:
-            raise httpx2.RemoteProtocolError(
-                "the server closed the connection without answering", request=request
-            ) from None
+        connection = self._take_idle(origin)
+        if connection is None:
+            connection = await self._connect(request, origin, timeouts.get("connect"))
+        return await self._exchange(request, origin, connection, head, body, timeouts)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -139,8 +128,16 @@ class Http11Transport(httpx2.AsyncBaseTransport):
 
     @property
     def idle_connections(self) -> int:
-        """How many open connections wait in the pool to be reused."""
+        """How many connections wait in the pool (some may be closed by now)."""
         return sum(len(connections) for connections in self._idle.values())
+
+    @property
+    def reusable_connections(self) -> int:
+        """How many pooled connections would be reused: open on both ends, not expired."""
+        now = time.monotonic()
+        return sum(
+            c.usable(now, self._idle_seconds) for pooled in self._idle.values() for c in pooled
+        )
 
     def _give_back(self, origin: _Origin, connection: _Connection) -> None:
         """Pool the connection; the pool's connections that the server closed or that
@@ -241,7 +238,7 @@ async def _send(
     except TimeoutError:
         raise httpx2.WriteTimeout("sending the request timed out", request=request) from None
     except OSError as exc:
-        raise _StaleConnection() from exc
+        raise httpx2.WriteError(f"sending the request failed: {exc}", request=request) from exc
 
 
 async def _read_head(
@@ -258,18 +255,15 @@ async def _read_head(
                 "waiting for the response timed out", request=request
             ) from None
         except asyncio.IncompleteReadError as exc:
-            if first and not exc.partial:
-                raise _StaleConnection() from None
+            where = "without answering" if first and not exc.partial else "in the response head"
             raise httpx2.RemoteProtocolError(
-                "the server closed the connection in the response head", request=request
+                f"the server closed the connection {where}", request=request
             ) from None
         except asyncio.LimitOverrunError:
             raise httpx2.RemoteProtocolError(
                 f"the response head is larger than {_MAX_HEAD} bytes", request=request
             ) from None
         except OSError as exc:
-            if first:
-                raise _StaleConnection() from exc
             raise httpx2.ReadError(str(exc), request=request) from exc
         first = False
         status, reason, version, headers = _parse_head(request, raw)

@@ -24,6 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from stint.agents.http11 import Http11Transport
 from tests.agents.raw_http import Answer, RawServer, ok, raw_server
+from tests.polling import wait_until
 
 
 def _client(**transport: float) -> httpx2.AsyncClient:
@@ -87,36 +88,46 @@ async def test_an_interim_100_answer_is_skipped() -> None:
     assert answer.status_code == 200 and answer.json() == {"done": True}
 
 
-async def test_a_reused_connection_closed_before_answering_is_sent_again_once() -> None:
-    # The second request on the first connection finds it closed (as a server does
-    # at its idle timeout): it is sent again on a new connection, once.
+async def test_a_reused_connection_closed_before_answering_is_not_sent_again() -> None:
+    # The server may have read the request before it closed: the transport does not
+    # send it again (the durable step retries, inside the quota gate's reservation).
     def answer(connection: int, index: int) -> Answer:
         return Answer(None if (connection, index) == (1, 1) else ok(b'{"c": %d}' % connection))
 
     async with raw_server(answer) as server, _client() as client:
         first = await _post(server, client, {"n": 1})
-        second = await _post(server, client, {"n": 2})
-    assert (first.json(), second.json()) == ({"c": 1}, {"c": 2})
+        with pytest.raises(httpx2.RemoteProtocolError, match="without answering"):
+            await _post(server, client, {"n": 2})
+        third = await _post(server, client, {"n": 3})
+    assert (first.json(), third.json()) == ({"c": 1}, {"c": 2})
     assert [(s.connection, s.index, json.loads(s.body)) for s in server.seen] == [
         (1, 0, {"n": 1}),
         (1, 1, {"n": 2}),
-        (2, 0, {"n": 2}),
+        (2, 0, {"n": 3}),
     ]
 
 
-async def test_a_new_connection_closed_before_answering_fails_without_a_retry() -> None:
+async def test_a_new_connection_closed_before_answering_fails() -> None:
     async with raw_server(lambda c, i: Answer(None)) as server, _client() as client:
         with pytest.raises(httpx2.RemoteProtocolError, match="without answering"):
             await _post(server, client, {})
     assert len(server.seen) == 1
 
 
-async def test_a_server_closing_after_its_answer_costs_nothing() -> None:
-    # Closed without saying so: the next request finds out before sending, or on
-    # its first read; either way it is answered on a new connection.
-    async with raw_server(lambda c, i: Answer(ok(), close=True)) as server, _client() as client:
+async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
+    # Closed without saying so: once the event loop has seen the close, the pool
+    # does not offer the connection again, and the next request opens a new one
+    # (idle connections never expire here: only the close can take this one out).
+    transport = Http11Transport(idle_seconds=3600)
+    client = httpx2.AsyncClient(transport=transport)
+
+    async def seen_closed() -> bool:
+        return transport.reusable_connections == 0
+
+    async with raw_server(lambda c, i: Answer(ok(), close=True)) as server, client:
         for _ in range(3):
             assert (await _post(server, client, {})).status_code == 200
+            await wait_until(seen_closed, what="the pool saw the server's close", within=10)
     assert server.connections == 3
     assert [s.index for s in server.seen] == [0, 0, 0]
 

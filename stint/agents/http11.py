@@ -111,8 +111,9 @@ class Http11Transport(httpx2.AsyncBaseTransport):
     def _origin(self, request: httpx2.Request) -> _Origin:
         url = request.url
         if url.scheme not in _DEFAULT_PORTS:
+            # The scheme alone: a URL may carry credentials, never repeated in an error.
             raise httpx2.UnsupportedProtocol(
-                f"the URL {url} has an unsupported scheme (http or https)", request=request
+                f"unsupported URL scheme {url.scheme!r} (http or https)", request=request
             )
         return _Origin(url.scheme, url.host, url.port or _DEFAULT_PORTS[url.scheme])
 

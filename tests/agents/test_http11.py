@@ -291,3 +291,10 @@ async def test_a_closed_transport_refuses_requests() -> None:
     async with httpx2.AsyncClient(transport=transport) as client:
         with pytest.raises(RuntimeError, match="closed"):
             await client.get("http://127.0.0.1:9/")
+
+
+async def test_another_scheme_is_refused_without_repeating_the_url() -> None:
+    async with _client() as client:
+        with pytest.raises(httpx2.UnsupportedProtocol) as refused:
+            await client.get("ftp://user:hunter2@127.0.0.1:9/file")
+    assert "'ftp'" in str(refused.value) and "hunter2" not in str(refused.value)

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterable, Mapping
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from stint.lab.free_port import free_port as free_port  # one choice of port for every test
+
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def parse(text: str) -> Samples:

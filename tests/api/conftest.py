@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import os
 import signal
-import socket
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest_asyncio
 
+from stint.lab.free_port import free_port as free_port  # one choice of port for every test
 from stint.lab.processes import spawn_api
 from stint.postgres.scratch import ScratchTarget
 from stint.store.config import ROLE_CLI
@@ -28,13 +28,6 @@ from tests.workers import count_rows, fetch, set_limits
 KEEPALIVE_SECONDS = 0.3
 QUEUE_LIMIT = 64
 WEBHOOK_KEY = base64.b64encode(os.urandom(32)).decode()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from stint.store.models import Claim, TurnStart
 from stint.store.worker_store import SqlWorkerStore
+from stint.worker.context import TurnContext
 from stint.worker.harness import Harness
 from stint.worker.runner import Limits, SessionRunner
 from stint.worker.slots import Held
@@ -19,6 +20,26 @@ async def claim_one(
     [work] = await runtime.turns_claim(owner=owner, pins=[], limit=1, lease_seconds=lease_seconds)
     assert work.turn is not None
     return work.claim, work.turn
+
+
+async def replay_context(
+    runtime: SqlWorkerStore,
+    claim: Claim,
+    turn: TurnStart,
+    *,
+    attempt: int = 2,
+    may_write: Callable[[], bool] = lambda: True,
+) -> TurnContext:
+    """A fresh context for ``turn`` with the steps recorded so far, as a retry builds it."""
+    return TurnContext(
+        store=runtime,
+        claim=claim,
+        turn_id=turn.turn_id,
+        turn_input=turn.input,
+        attempt=attempt,
+        steps=await runtime.steps_for_turn(claim, turn.turn_id),
+        may_write=may_write,
+    )
 
 
 def slot_runner(

@@ -20,8 +20,8 @@ from stint.store.models import Claim, TurnStart
 from stint.store.pool import Pool
 from stint.store.vocabulary import AdmissionLimit
 from stint.store.worker_store import SqlWorkerStore
-from stint.worker.context import Child, NondeterministicReplay, TurnContext
-from tests.integration.claims import claim_one
+from stint.worker.context import Child, NondeterministicReplay
+from tests.integration.claims import claim_one, replay_context
 from tests.workers import event_kinds, fetch
 
 
@@ -32,19 +32,6 @@ async def _parent(db: ScratchTarget, pool: Pool) -> tuple[SqlWorkerStore, Claim,
     runtime = SqlWorkerStore(db.config, pool, concurrency=2)
     claim, turn = await claim_one(runtime, "w")
     return runtime, claim, turn
-
-
-async def _context(runtime: SqlWorkerStore, claim: Claim, turn: TurnStart) -> TurnContext:
-    """A fresh context for the turn with the steps recorded so far, as a replay builds it."""
-    return TurnContext(
-        store=runtime,
-        claim=claim,
-        turn_id=turn.turn_id,
-        turn_input=turn.input,
-        attempt=2,
-        steps=await runtime.steps_for_turn(claim, turn.turn_id),
-        may_write=lambda: True,
-    )
 
 
 async def _written(pool: Pool, parent: UUID) -> dict[str, Any]:
@@ -79,7 +66,7 @@ async def test_one_statement_spawns_n_children_and_a_replay_finds_the_same_ones(
 ) -> None:
     runtime, claim, turn = await _parent(db, pool)
     inputs = [{"part": i} for i in range(3)]
-    first = await (await _context(runtime, claim, turn)).spawn_many(inputs)
+    first = await (await replay_context(runtime, claim, turn)).spawn_many(inputs)
     written = await _written(pool, claim.session_id)
     keys = ["spawn:0", "spawn:1", "spawn:2"]
     assert written["links"] == [(k, c.id, i) for k, c, i in zip(keys, first, inputs, strict=True)]
@@ -88,12 +75,12 @@ async def test_one_statement_spawns_n_children_and_a_replay_finds_the_same_ones(
     assert written["seqs"] == list(range(1, len(written["seqs"]) + 1))  # contiguous
 
     # A replay (the steps read back from the database) returns the same children, writing nothing.
-    again = await (await _context(runtime, claim, turn)).spawn_many(inputs)
+    again = await (await replay_context(runtime, claim, turn)).spawn_many(inputs)
     assert again == first
     assert await _written(pool, claim.session_id) == written
 
     # A replay that finds only some of them recorded spawns the others, in one statement.
-    more = await (await _context(runtime, claim, turn)).spawn_many([*inputs, {"part": 3}])
+    more = await (await replay_context(runtime, claim, turn)).spawn_many([*inputs, {"part": 3}])
     assert more[:3] == first and len(more) == 4
     grown = await _written(pool, claim.session_id)
     assert [key for key, _ in grown["steps"]] == [*keys, "spawn:3"]
@@ -104,9 +91,9 @@ async def test_a_replay_asking_for_other_children_is_caught_and_writes_nothing(
     db: ScratchTarget, pool: Pool
 ) -> None:
     runtime, claim, turn = await _parent(db, pool)
-    await (await _context(runtime, claim, turn)).spawn_many([{"part": 0}, {"part": 1}])
+    await (await replay_context(runtime, claim, turn)).spawn_many([{"part": 0}, {"part": 1}])
     written = await _written(pool, claim.session_id)
-    replay = await _context(runtime, claim, turn)
+    replay = await replay_context(runtime, claim, turn)
     with pytest.raises(NondeterministicReplay, match="spawn:1"):
         await replay.spawn_many([{"part": 0}, {"part": 9}, {"part": 2}])
     assert await _written(pool, claim.session_id) == written
@@ -117,9 +104,9 @@ async def test_a_spawn_and_a_spawn_many_find_each_others_steps(
 ) -> None:
     """The same keys and digests: code that moved from one to the other replays."""
     runtime, claim, turn = await _parent(db, pool)
-    ctx = await _context(runtime, claim, turn)
+    ctx = await replay_context(runtime, claim, turn)
     one = [await ctx.spawn({"part": 0}), await ctx.spawn({"part": 1})]
-    replay = await _context(runtime, claim, turn)
+    replay = await replay_context(runtime, claim, turn)
     assert await replay.spawn_many([{"part": 0}, {"part": 1}]) == one
     assert (await _written(pool, claim.session_id))["sessions"] == 2
 
@@ -132,7 +119,7 @@ async def test_the_limits_refuse_a_whole_batch_and_nothing_is_written(
         tenant=DEFAULT_ROW, limits={AdmissionLimit.MAX_FANOUT: 3, AdmissionLimit.MAX_DEPTH: 1}
     )
     runtime, claim, turn = await _parent(db, pool)
-    ctx = await _context(runtime, claim, turn)
+    ctx = await replay_context(runtime, claim, turn)
     first: Child = await ctx.spawn({"part": 0})
     before = await _written(pool, claim.session_id)
     with pytest.raises(ChildRefused, match="3 children refused: max_fanout limit of 3") as refused:
@@ -140,7 +127,7 @@ async def test_the_limits_refuse_a_whole_batch_and_nothing_is_written(
     assert (refused.value.limit, refused.value.value) == ("max_fanout", 3)
     assert await _written(pool, claim.session_id) == before
     # Up to the limit exactly is allowed: a replay finds spawn:0 and spawns two more (1 + 2).
-    replay = await _context(runtime, claim, turn)
+    replay = await replay_context(runtime, claim, turn)
     [again, *fits] = await replay.spawn_many([{"part": 0}, {"part": 1}, {"part": 2}])
     assert again == first and len(fits) == 2
     assert (await _written(pool, claim.session_id))["sessions"] == 3
@@ -148,7 +135,7 @@ async def test_the_limits_refuse_a_whole_batch_and_nothing_is_written(
     # A child (depth 1) may not have children of its own under max_depth 1.
     child_claim, child_turn = await claim_one(runtime, "w2")
     assert child_claim.session_id in {first.id, *(c.id for c in fits)}
-    child_ctx = await _context(runtime, child_claim, child_turn)
+    child_ctx = await replay_context(runtime, child_claim, child_turn)
     with pytest.raises(ChildRefused, match="2 children refused: max_depth limit of 1"):
         await child_ctx.spawn_many([{}, {}])
     after = await _written(pool, child_claim.session_id)
@@ -162,7 +149,7 @@ async def test_the_tenants_session_limit_counts_the_whole_batch(
     await AdmissionStore(db.config, pool).admission_set(
         tenant=DEFAULT_ROW, limits={AdmissionLimit.MAX_SESSIONS: 3}
     )
-    ctx = await _context(runtime, claim, turn)
+    ctx = await replay_context(runtime, claim, turn)
     before = await _written(pool, claim.session_id)
     with pytest.raises(
         ChildRefused, match="3 children refused: max_sessions limit of 3"
@@ -170,5 +157,5 @@ async def test_the_tenants_session_limit_counts_the_whole_batch(
         await ctx.spawn_many([{"part": i} for i in range(3)])  # 1 + 3 > 3
     assert (refused.value.limit, refused.value.value) == ("max_sessions", 3)
     assert await _written(pool, claim.session_id) == before
-    fits = await (await _context(runtime, claim, turn)).spawn_many([{"part": 0}, {"part": 1}])
+    fits = await (await replay_context(runtime, claim, turn)).spawn_many([{"part": 0}, {"part": 1}])
     assert len(fits) == 2 and (await _written(pool, claim.session_id))["sessions"] == 2

@@ -17,13 +17,12 @@ from stint.store.worker_store import SqlWorkerStore
 from stint.worker.context import (
     LeaseExpired,
     NondeterministicReplay,
-    TurnContext,
     UnknownEffect,
     request_digest,
 )
 from stint.worker.journal import EffectJournal
 from stint.worker.tools import JournalTool, Reconciled, ToolCall, Verdict
-from tests.integration.claims import claim_one
+from tests.integration.claims import claim_one, replay_context
 
 
 class CountingTool:
@@ -51,19 +50,6 @@ async def _turn(db: ScratchTarget, pool: Pool) -> tuple[SqlWorkerStore, Claim, T
     return runtime, claim, turn
 
 
-async def _context(runtime: SqlWorkerStore, claim: Claim, turn: TurnStart) -> TurnContext:
-    """A fresh context for the same turn, as a retry would build it."""
-    return TurnContext(
-        store=runtime,
-        claim=claim,
-        turn_id=turn.turn_id,
-        turn_input=turn.input,
-        attempt=2,
-        steps=await runtime.steps_for_turn(claim, turn.turn_id),
-        may_write=lambda: True,
-    )
-
-
 async def _kinds(pool: Pool) -> list[str]:
     async with pool.connection() as conn:
         cur = await conn.execute("SELECT kind FROM events ORDER BY seq")
@@ -87,8 +73,8 @@ async def _step_status(pool: Pool) -> list[str]:
 async def test_committed_step_is_replayed_without_running(db: ScratchTarget, pool: Pool) -> None:
     runtime, claim, turn = await _turn(db, pool)
     tool = CountingTool()
-    first = await (await _context(runtime, claim, turn)).call_tool("a", tool, {"x": 1})
-    again = await (await _context(runtime, claim, turn)).call_tool("a", tool, {"x": 1})
+    first = await (await replay_context(runtime, claim, turn)).call_tool("a", tool, {"x": 1})
+    again = await (await replay_context(runtime, claim, turn)).call_tool("a", tool, {"x": 1})
     assert first == again == {"ran": 1}
     assert tool.runs == 1
 
@@ -107,7 +93,7 @@ async def test_started_step_found_in_journal_is_committed_not_rerun(
         digest=_digest("journal", {"n": 1}),
     )
     journal.append(claim.session_id, "e", {"turn_id": str(turn.turn_id), "args": {"n": 1}})
-    result = await (await _context(runtime, claim, turn)).call_tool(
+    result = await (await replay_context(runtime, claim, turn)).call_tool(
         "e", JournalTool(journal), {"n": 1}
     )
     assert result["key"] == "e"
@@ -128,7 +114,9 @@ async def test_started_step_missing_from_journal_runs_once(
         kind=StepKind.TOOL,
         digest=_digest("journal", {"n": 1}),
     )
-    await (await _context(runtime, claim, turn)).call_tool("e", JournalTool(journal), {"n": 1})
+    await (await replay_context(runtime, claim, turn)).call_tool(
+        "e", JournalTool(journal), {"n": 1}
+    )
     assert [e["key"] for e in journal.entries(claim.session_id)] == ["e"]
     assert await _step_status(pool) == ["committed"]
 
@@ -146,21 +134,21 @@ async def test_started_step_a_tool_cannot_reconcile_is_marked_unknown(
         digest=_digest("counting", {}),
     )
     with pytest.raises(UnknownEffect):
-        await (await _context(runtime, claim, turn)).call_tool("u", tool, {})
+        await (await replay_context(runtime, claim, turn)).call_tool("u", tool, {})
     assert tool.runs == 0
     assert await _step_status(pool) == ["unknown"]
     assert (await _kinds(pool))[-1] == "effect.unknown"
     with pytest.raises(UnknownEffect):  # and it stays unknown on every later replay
-        await (await _context(runtime, claim, turn)).call_tool("u", tool, {})
+        await (await replay_context(runtime, claim, turn)).call_tool("u", tool, {})
     assert tool.runs == 0
 
 
 async def test_replay_with_a_different_request_is_refused(db: ScratchTarget, pool: Pool) -> None:
     runtime, claim, turn = await _turn(db, pool)
     tool = CountingTool()
-    await (await _context(runtime, claim, turn)).call_tool("a", tool, {"x": 1})
+    await (await replay_context(runtime, claim, turn)).call_tool("a", tool, {"x": 1})
     with pytest.raises(NondeterministicReplay):
-        await (await _context(runtime, claim, turn)).call_tool("a", tool, {"x": 2})
+        await (await replay_context(runtime, claim, turn)).call_tool("a", tool, {"x": 2})
     assert tool.runs == 1
 
 
@@ -181,13 +169,13 @@ async def test_a_committed_model_call_is_replayed_without_calling_again(
     runtime, claim, turn = await _turn(db, pool)
     model = CountingModel()
     request = {"messages": [{"role": "user", "content": "hi"}]}
-    first = await (await _context(runtime, claim, turn)).call_model("m1", model, request)
-    again = await (await _context(runtime, claim, turn)).call_model("m1", model, request)
+    first = await (await replay_context(runtime, claim, turn)).call_model("m1", model, request)
+    again = await (await replay_context(runtime, claim, turn)).call_model("m1", model, request)
     assert first == again == {"reply": "answer 1"}
     assert len(model.calls) == 1
     assert await _kinds(pool) == ["turn.started", "model.called", "model.returned"]
     with pytest.raises(NondeterministicReplay):
-        await (await _context(runtime, claim, turn)).call_model("m1", model, {"other": 1})
+        await (await replay_context(runtime, claim, turn)).call_model("m1", model, {"other": 1})
 
 
 async def test_a_model_call_cut_off_before_its_commit_is_called_again(
@@ -204,7 +192,7 @@ async def test_a_model_call_cut_off_before_its_commit_is_called_again(
         digest=request_digest(StepKind.MODEL, "model", request),
     )
     model = CountingModel()
-    result = await (await _context(runtime, claim, turn)).call_model("m1", model, request)
+    result = await (await replay_context(runtime, claim, turn)).call_model("m1", model, request)
     assert result == {"reply": "answer 1"} and len(model.calls) == 1
     assert await _step_status(pool) == ["committed"]
 
@@ -217,7 +205,7 @@ async def test_an_event_at_the_step_end_is_written_by_the_steps_commit(
     db: ScratchTarget, pool: Pool
 ) -> None:
     runtime, claim, turn = await _turn(db, pool)
-    ctx = await _context(runtime, claim, turn)
+    ctx = await replay_context(runtime, claim, turn)
 
     async def model(request: Mapping[str, Any]) -> dict[str, Any]:
         await ctx.emit_at_step_end("m", {"text": "hel"}, kind="message.delta")
@@ -242,7 +230,7 @@ async def test_an_event_at_the_step_end_goes_with_an_unknown_mark_and_not_with_a
     db: ScratchTarget, pool: Pool
 ) -> None:
     runtime, claim, turn = await _turn(db, pool)
-    ctx = await _context(runtime, claim, turn)
+    ctx = await replay_context(runtime, claim, turn)
 
     async def failing(request: Mapping[str, Any]) -> Any:
         await ctx.emit_at_step_end("f", {"text": "partial"}, kind="message.delta")
@@ -257,15 +245,7 @@ async def test_an_event_at_the_step_end_goes_with_an_unknown_mark_and_not_with_a
     written = len(await _events_by_transaction(pool))
     # A worker that lost its lease writes nothing: not the step's end, not its carried event.
     lease = {"live": True}
-    fenced = TurnContext(
-        store=runtime,
-        claim=claim,
-        turn_id=turn.turn_id,
-        turn_input=turn.input,
-        attempt=3,
-        steps=await runtime.steps_for_turn(claim, turn.turn_id),
-        may_write=lambda: lease["live"],
-    )
+    fenced = await replay_context(runtime, claim, turn, attempt=3, may_write=lambda: lease["live"])
 
     async def losing(request: Mapping[str, Any]) -> Any:
         await fenced.emit_at_step_end("g", {"text": "late"}, kind="message.delta")

@@ -89,7 +89,7 @@ def _api_key(settings: Settings) -> SecretStr:
     if given and path is not None:
         raise AgentConfigError("set STINT_MODEL_API_KEY or STINT_MODEL_API_KEY_FILE, not both")
     if path is None:
-        return settings.model_api_key
+        return SecretStr(given)
     return SecretStr(_read_key(path))
 
 

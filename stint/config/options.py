@@ -10,9 +10,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_core import PydanticUndefined
-
-from stint.config.settings import Settings, env_name
+from stint.config.settings import env_name, setting_infos
 
 __all__ = ["ExitCodes", "HelpFormatter", "add_setting", "exit_codes_epilog", "overrides_from"]
 
@@ -46,8 +44,8 @@ def exit_codes_epilog(codes: ExitCodes, *, also: str = "", heading: str = "exit 
 
 def add_setting(parser: argparse.ArgumentParser, flag: str, field_name: str, **kwargs: Any) -> None:
     """Add ``flag`` for a Settings field; help names its STINT_ variable and default."""
-    info = Settings.model_fields[field_name]
-    default = info.default if info.default is not PydanticUndefined else None
+    info = setting_infos()[field_name]
+    default = info.default
     if field_name == "database_url":
         default = "empty: embedded PostgreSQL"
         help_text = (

@@ -19,12 +19,9 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import annotated_types
-from pydantic import SecretStr
-from pydantic_core import PydanticUndefined
-
+from stint.config.fields import Secret
 from stint.config.options import ExitCodes
-from stint.config.settings import Settings, env_name
+from stint.config.settings import env_name, setting_infos
 from stint.lab import cli as lab_cli
 from stint.ops import cli, exit_codes
 from stint.ops.admission import admission_json
@@ -70,9 +67,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]
 
 
 def _default(value: Any) -> str:
-    if isinstance(value, SecretStr):
+    if isinstance(value, Secret):
         value = value.get_secret_value()
-    if value is None or value is PydanticUndefined:
+    if value is None:
         return "unset"
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -84,17 +81,11 @@ def _default(value: Any) -> str:
 
 
 def _allowed(name: str) -> str:
-    info = Settings.model_fields[name]
-    low = high = pattern = None
-    for item in info.metadata:
-        if isinstance(item, annotated_types.Ge):
-            low = item.ge
-        elif isinstance(item, annotated_types.Le):
-            high = item.le
-        pattern = getattr(item, "pattern", None) or pattern
+    info = setting_infos()[name]
+    low, high, pattern = info.spec.ge, info.spec.le, info.spec.pattern
     kinds: dict[object, str] = {int: "integer", float: "number", bool: "true or false"}
-    kind = kinds.get(info.annotation, "")
-    if info.annotation == list[str]:
+    kind = kinds.get(info.kind, "")
+    if info.kind == list[str]:
         kind = "comma-separated"
     if low is not None and high is not None:
         return f"{kind} {low:g}..{high:g}".strip()
@@ -108,7 +99,7 @@ def _flags() -> dict[str, list[str]]:
         for path, sub in _walk(parser, prog):
             for action in sub._actions:
                 mirrors = f"({env_name(action.dest)};" in (action.help or "")
-                if action.dest in Settings.model_fields and action.option_strings and mirrors:
+                if action.dest in setting_infos() and action.option_strings and mirrors:
                     flag = f"`{path} {action.option_strings[0]}`"
                     found.setdefault(action.dest, []).append(flag)
     return found
@@ -117,12 +108,11 @@ def _flags() -> dict[str, list[str]]:
 def settings_page() -> str:
     flags = _flags()
     rows = []
-    for name, info in Settings.model_fields.items():
-        default = info.default_factory() if info.default_factory else info.default  # type: ignore[call-arg]
+    for name, info in setting_infos().items():
         rows.append(
             (
                 f"`{env_name(name)}`",
-                _default(default),
+                _default(info.default),
                 _allowed(name),
                 ", ".join(flags.get(name, [])),
                 info.description or "",

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import http.client
 import json
 import logging
 import os
@@ -293,6 +292,8 @@ def _route(method: str, path: str, state: HealthState) -> tuple[int, dict[str, A
 
 def probe(port: int, check: str, *, host: str = "127.0.0.1", timeout: float = 3.0) -> bool:
     """GET ``/<check>`` from a worker's health port; True on 200."""
+    import http.client  # here, not at the top: a worker serving health never needs it
+
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("GET", f"/{check}")

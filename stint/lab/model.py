@@ -176,6 +176,9 @@ class CaseReport:
     samples: Samples | None = None
     costs: Costs | None = None
     idle_drain_s: float | None = None
+    # The warm burst's enqueue: one transaction of one turn per session, as the
+    # producer timed it (its commit included).
+    warm_enqueue_ms: float | None = None
     worker_exit_codes: list[int] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     diagnostics: str | None = None
@@ -202,6 +205,7 @@ class CaseReport:
             "samples": asdict(self.samples) if self.samples else None,
             "costs": asdict(self.costs) if self.costs else None,
             "idle_drain_s": self.idle_drain_s,
+            "warm_enqueue_ms": self.warm_enqueue_ms,
             "worker_exit_codes": self.worker_exit_codes,
             "checks": self.checks,
             "passed": self.passed,

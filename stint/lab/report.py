@@ -129,6 +129,7 @@ def _summary_row(cases: list[dict[str, Any]]) -> dict[str, Any]:
         "db_connections_per_worker": _span(_sample(c, "db_connections_per_worker") for c in cases),
         "costs": _costs(cases),
         "idle_drain_s": _span(c.get("idle_drain_s") for c in cases),
+        "warm_enqueue_ms": _span(c.get("warm_enqueue_ms") for c in cases),
         "pg_peak_memory_mib_max": _most(_sample(c, "pg_peak_memory_mib") for c in cases),
         "db_connections_per_worker_max": _most(
             _sample(c, "db_connections_per_worker") for c in cases
@@ -249,8 +250,9 @@ def _detail_table(summary: list[dict[str, Any]]) -> list[str]:
         f"| Workers {_X} slots each | Sessions | Tool wait | Reps passed "
         "| Physical limit turns/s "
         "| End-to-end p95 (cold) | Peak RSS per worker | Peak USS per worker "
-        "| DB connections per worker | Idle drain | PostgreSQL peak memory |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| DB connections per worker | Idle drain | PostgreSQL peak memory "
+        "| Warm burst's enqueue (one transaction) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in summary:
         cells = [
@@ -265,6 +267,7 @@ def _detail_table(summary: list[dict[str, Any]]) -> list[str]:
             _one(row["db_connections_per_worker_max"], 1),
             _fmt(row["idle_drain_s"], 2, "s"),
             _one(row["pg_peak_memory_mib_max"], 0, "MiB"),
+            _fmt(row["warm_enqueue_ms"], 1, "ms"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -395,11 +398,13 @@ def render_markdown(matrix: dict[str, Any]) -> str:
         "PostgreSQL, tools in other processes and the filesystem cache.",
         "- Peak USS per worker is the memory only that worker maps (its heap and private "
         "pages): what one more worker adds on a host that already runs one; the shared "
-        "libraries (Python, libpq, OpenSSL, pydantic-core) are counted once per host.",
+        "libraries (Python, libpq, OpenSSL) are counted once per host.",
         "- Processes are sampled every 100 ms, so short peaks can be missed.",
         f"- Physical limit = sessions / (waves {_X} tool wait): "
         "every slot busy back to back. "
         "Fraction of limit is completed turns/s over it.",
+        "- Each burst (cold, warm, hold) is one batch enqueue of one turn per session "
+        "(`turns_enqueue_many`, one transaction), timed from that transaction's enqueue time.",
         "- CPU ceiling = this machine's cores / (worker + PostgreSQL CPU ms per turn), each "
         "rep's own, measured over its warm burst: the turns/s at which the workers and "
         "PostgreSQL would keep every core busy, whatever they wait for. Fraction of the CPU "

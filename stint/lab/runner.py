@@ -37,6 +37,7 @@ from stint.lab.workload import Workload, workload
 from stint.ops.checks import Check, run_checks
 from stint.store.client import ClientStore
 from stint.store.config import ROLE_CLI
+from stint.store.enqueue_batch import EnqueueItem
 from stint.store.pool import open_pool
 from stint.store.probe import ProbeStore
 
@@ -79,17 +80,17 @@ def _children_cpu_seconds() -> float:
 
 async def burst(
     client: ClientStore, sessions: list[UUID], turn_input: dict[str, Any], phase: str
-) -> None:
-    await asyncio.gather(
-        *(
-            client.turns_enqueue(
-                session_id=sid,
-                idempotency_key=f"{phase}-{sid}",
-                turn_input=turn_input,
-            )
+) -> float:
+    """One turn for each session, enqueued in one transaction (``turns_enqueue_many``),
+    as a producer with a batch sends it; returns the seconds the enqueue took."""
+    started = time.perf_counter()
+    await client.turns_enqueue_many(
+        [
+            EnqueueItem(idempotency_key=f"{phase}-{sid}", turn_input=turn_input, session_id=sid)
             for sid in sessions
-        )
+        ]
     )
+    return time.perf_counter() - started
 
 
 async def until_finished(
@@ -338,7 +339,9 @@ async def _measure(
         )
         await until_registered(probe, spec.workers, burst_deadline(spec))
         warm_start = meter.read()
-        await burst(client, sessions, work.turn_input, "warm")
+        report.warm_enqueue_ms = round(
+            1000 * await burst(client, sessions, work.turn_input, "warm"), 2
+        )
         await until_finished(
             probe,
             target=2 * spec.sessions,

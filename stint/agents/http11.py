@@ -325,7 +325,13 @@ def _framing(
 
 class _ResponseBody(httpx2.AsyncByteStream):
     """The response body as it arrives; the connection goes back to the pool when the
-    body was read to its end and may be reused, and is closed otherwise."""
+    body was read to its end and may be reused, and is closed otherwise.
+
+    Every iteration continues one reader of the body, as httpcore's stream does: the
+    SDK reads a streamed answer up to its ``[DONE]`` event through ``aiter_bytes()``
+    and then drains the rest (the chunked body's end) by iterating ``stream`` again.
+    A fresh parser there would read mid-chunk, fail, and close the connection, so
+    every model call would open a new one (and, over TLS, pay a handshake)."""
 
     def __init__(
         self,
@@ -345,8 +351,14 @@ class _ResponseBody(httpx2.AsyncByteStream):
         self._reusable = keep_alive and framing is not None
         self._timeout = timeout
         self._complete = framing == 0
+        self._pieces: AsyncIterator[bytes] | None = None
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._pieces is None:
+            self._pieces = self._body()
+        return self._pieces
+
+    async def _body(self) -> AsyncIterator[bytes]:
         connection = self._connection
         if connection is None or self._complete:
             return

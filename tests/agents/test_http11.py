@@ -189,6 +189,25 @@ async def test_a_body_of_unknown_length_goes_out_chunked() -> None:
     assert b"transfer-encoding: chunked" in seen.head.lower() and seen.body == b"one two"
 
 
+async def test_a_body_read_in_two_iterations_is_whole_and_its_connection_reused() -> None:
+    # The SDK reads a stream up to its [DONE] event through aiter_bytes(), then drains
+    # the rest by iterating response.stream again: both continue one reader.
+    raw = (
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+        b"e\r\ndata: [DONE]\n\n\r\n6\r\n: tail\r\n0\r\n\r\n"
+    )
+    async with raw_server(lambda c, i: Answer(raw)) as server, _client() as client:
+        for _ in range(3):
+            async with client.stream("POST", f"{server.url}/x", json={}) as answer:
+                async for first in answer.aiter_bytes():
+                    assert first == b"data: [DONE]\n\n"
+                    break
+                assert isinstance(answer.stream, httpx2.AsyncByteStream)
+                rest = [piece async for piece in answer.stream]
+                assert rest == [b": tail"]
+    assert server.connections == 1
+
+
 async def test_an_answer_left_unread_closes_its_connection() -> None:
     big = Answer(ok(b"x" * 10_000))
     async with raw_server(lambda c, i: big) as server, _client() as client:

@@ -142,6 +142,38 @@ async def test_a_slow_first_token_is_waited_for(fake: FakeProvider) -> None:
     assert result["retries"] == 0 and result["message"]["content"]
 
 
+def _sse_answer(*events: bytes) -> bytes:
+    """A streamed chat answer as a provider sends it: SSE events in chunks."""
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events)
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        + (chunks + b"0\r\n\r\n")
+    )
+
+
+async def test_model_calls_one_after_another_share_one_connection() -> None:
+    # Each answer ends with [DONE] and then the chunked body's end, which the SDK
+    # drains so the connection can serve the next call (a new one per call would
+    # cost a TLS handshake each against a real provider).
+    answer = _sse_answer(
+        b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n',
+        b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}\n\n',
+        b"data: [DONE]\n\n",
+    )
+    async with raw_server(lambda c, i: Answer(answer)) as server:
+        provider = ChatProvider(ModelConfig(server.url, "m", SecretStr(API_KEY)))
+        calls = Calls()
+        try:
+            for _ in range(3):
+                result = await provider.complete(
+                    {"model": "m", "messages": QUESTION}, on_delta=calls.delta, on_retry=calls.retry
+                )
+                assert result["message"]["content"] == "hi"
+        finally:
+            await provider.close()
+    assert len(server.seen) == 3 and server.connections == 1
+
+
 async def test_a_proxy_named_in_the_environment_carries_the_requests(
     fake: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,6 +11,7 @@ The messages keep pydantic's wording, which operators' runbooks may quote.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import re
@@ -117,14 +118,12 @@ def convert(kind: object, value: Any, spec: FieldSpec) -> Any:
     if kind == Path | None:
         if value is None or (isinstance(value, str) and not value.strip()):
             return None
-        return Path(value) if isinstance(value, str | Path) else _wrong("a path", value)
+        if not isinstance(value, str | Path):
+            raise ValueRejected("Input should be a valid path")
+        return Path(value)
     if kind == list[str]:
         return _items(value)
     raise TypeError(f"no conversion to {kind!r}")
-
-
-def _wrong(what: str, value: Any) -> Any:
-    raise ValueRejected(f"Input should be {what}")
 
 
 def _boolean(value: Any) -> bool:
@@ -142,30 +141,21 @@ def _boolean(value: Any) -> bool:
 
 
 def _integer(value: Any) -> int:
-    if isinstance(value, bool):
-        return int(value)
+    """An int, or text or a number that is one ("8", "8.0", 8.0); not 2.5."""
     if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        if value.is_integer():
-            return int(value)
-        raise ValueRejected("Input should be a valid integer, got a number with a fractional part")
+        return int(value)
     if isinstance(value, str):
         text = value.strip()
         try:
             return int(text)
         except ValueError:
             pass
-        try:
-            number = float(text)
-        except ValueError:
-            number = math.nan
-        if math.isfinite(number) and number.is_integer():
-            return int(number)
-        if math.isfinite(number):
-            raise ValueRejected(
-                "Input should be a valid integer, got a number with a fractional part"
-            )
+        with contextlib.suppress(ValueError):
+            value = float(text)
+    if isinstance(value, float) and math.isfinite(value):
+        if value.is_integer():
+            return int(value)
+        raise ValueRejected("Input should be a valid integer, got a number with a fractional part")
     raise ValueRejected("Input should be a valid integer, unable to parse string as an integer")
 
 

@@ -36,8 +36,8 @@ STEPS: list[tuple[str, str]] = [
     ("uvloop", "uvloop, the event loop"),
     ("psycopg", "psycopg 3 with its binary implementation (its own libpq)"),
     ("psycopg_pool", "psycopg_pool"),
-    ("prometheus_client", "prometheus_client (/metrics)"),
     ("opentelemetry.trace", "the OpenTelemetry API (the SDK only loads when tracing is on)"),
+    ("stint.telemetry.metrics", "Stint's metrics and their text format (/metrics)"),
     ("stint.worker.main", "the worker and the rest of Stint it imports"),
 ]
 

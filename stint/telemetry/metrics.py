@@ -7,21 +7,26 @@ the kubelet). Event counts and histograms are recorded as things happen;
 figures that are state (slots, batcher totals, the elected sampler's queue
 reading) are read at scrape time by a collector, so they are never stale.
 
-This module imports prometheus_client: only a process that serves metrics
-imports it (see ``stint.worker.telemetry.enable_metrics``).
+Counting and the text format are ``stint.telemetry.exposition``'s (not
+prometheus_client's, whose imports cost a worker 2.8 MiB); only a process that
+serves metrics imports this module (see ``stint.worker.telemetry.enable_metrics``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.registry import Collector
-
 from stint.telemetry import names
+from stint.telemetry.exposition import (
+    CONTENT_TYPE,
+    Counter,
+    Family,
+    Histogram,
+    Registry,
+    counter,
+    gauge,
+)
 
 __all__ = [
     "CONTENT_TYPE",
@@ -34,22 +39,20 @@ __all__ = [
     "render",
 ]
 
-CONTENT_TYPE = CONTENT_TYPE_LATEST
-
 _CLAIM_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 _TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
 _WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 _REQUEST_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0)
 
 
-def new_registry() -> CollectorRegistry:
-    """A registry of our own: no default process/platform/GC collectors."""
-    return CollectorRegistry(auto_describe=True)
+def new_registry() -> Registry:
+    """A registry of our own: no process, platform or GC collectors."""
+    return Registry()
 
 
-def render(registry: CollectorRegistry) -> bytes:
+def render(registry: Registry) -> bytes:
     """The registry in the Prometheus text exposition format (``CONTENT_TYPE``)."""
-    return generate_latest(registry)
+    return registry.render()
 
 
 @dataclass(frozen=True)
@@ -108,69 +111,61 @@ class WorkerState:
     queue: QueueFigures | None
 
 
-class _StateCollector(Collector):
+class _StateCollector:
+    """The worker's state families, read at each scrape (which families
+    depends on leadership: only the elected sampler reports the queue)."""
+
     def __init__(self, read: Callable[[], WorkerState]) -> None:
         self._read = read
 
-    def describe(self) -> Iterable[Metric]:
-        return []  # the families depend on leadership: nothing fixed to check
-
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Family]:
         state = self._read()
-        yield _gauge(names.SLOTS, "Slots this worker runs turns in", state.slots)
-        yield _gauge(names.SLOTS_BUSY, "Slots holding a session now", state.busy)
-        yield _counter(names.BATCHES, "Group-commit batches sent", state.batches)
-        yield _counter(names.BATCH_STATEMENTS, "Statements sent in batches", state.statements)
-        yield _counter(
+        yield gauge(names.SLOTS, "Slots this worker runs turns in", state.slots)
+        yield gauge(names.SLOTS_BUSY, "Slots holding a session now", state.busy)
+        yield counter(names.BATCHES, "Group-commit batches sent", state.batches)
+        yield counter(names.BATCH_STATEMENTS, "Statements sent in batches", state.statements)
+        yield counter(
             names.BATCH_RERUN_ALONE,
             "Statements re-run alone after a batch failed",
             state.rerun_alone,
         )
-        yield _gauge(names.BATCH_LARGEST, "Largest batch so far", state.largest_batch)
+        yield gauge(names.BATCH_LARGEST, "Largest batch so far", state.largest_batch)
         yield from _pool_metrics(state.pool)
-        yield _gauge(
+        yield gauge(
             names.SAMPLER_LEADER, "1 on the worker elected to sample the queue", int(state.leader)
         )
         queue = state.queue
         if queue is None:
             return  # only the elected sampler reports the queue: no duplicate series
-        yield _gauge(names.QUEUE_SAMPLE_AGE_SECONDS, "Seconds since the sample", queue.age_seconds)
-        yield _gauge(
-            names.QUEUE_READY_SESSIONS, "Sessions waiting for a slot", queue.ready_sessions
-        )
-        yield _gauge(names.QUEUE_QUEUED_TURNS, "Turns queued", queue.queued_turns)
-        yield _gauge(names.QUEUE_RUNNING_TURNS, "Turns running", queue.running_turns)
-        yield _gauge(names.QUEUE_PARKED_TURNS, "Turns parked on a question", queue.parked_turns)
+        yield gauge(names.QUEUE_SAMPLE_AGE_SECONDS, "Seconds since the sample", queue.age_seconds)
+        yield gauge(names.QUEUE_READY_SESSIONS, "Sessions waiting for a slot", queue.ready_sessions)
+        yield gauge(names.QUEUE_QUEUED_TURNS, "Turns queued", queue.queued_turns)
+        yield gauge(names.QUEUE_RUNNING_TURNS, "Turns running", queue.running_turns)
+        yield gauge(names.QUEUE_PARKED_TURNS, "Turns parked on a question", queue.parked_turns)
         if queue.oldest_ready_age is not None:
-            yield _gauge(
+            yield gauge(
                 names.QUEUE_OLDEST_READY_SECONDS,
                 "Age of the oldest ready session",
                 queue.oldest_ready_age,
             )
-        yield _gauge(names.FLEET_WORKERS, "Live workers", queue.live_workers)
-        yield _gauge(names.FLEET_SLOTS, "Slots of live workers", queue.total_slots)
-        yield _gauge(names.FLEET_SLOTS_BUSY, "Sessions held by a worker", queue.busy_slots)
+        yield gauge(names.FLEET_WORKERS, "Live workers", queue.live_workers)
+        yield gauge(names.FLEET_SLOTS, "Slots of live workers", queue.total_slots)
+        yield gauge(names.FLEET_SLOTS_BUSY, "Sessions held by a worker", queue.busy_slots)
         if queue.quotas:
             yield from _quota_families(queue.quotas)
 
 
-def _quota_families(books: Sequence[QuotaBooks]) -> Iterator[Metric]:
+def _quota_families(books: Sequence[QuotaBooks]) -> Iterator[Family]:
     """Each scope's books as the database keeps them (exact, fleet-wide)."""
-    requests = CounterMetricFamily(
-        names.QUOTA_REQUESTS, "Provider requests by how settled", labels=["scope", "state"]
+    requests = _counters(names.QUOTA_REQUESTS, "Provider requests by how settled", "scope", "state")
+    tokens = _counters(names.QUOTA_TOKENS, "Quota tokens by how settled", "scope", "state")
+    in_flight = Family(
+        names.QUOTA_IN_FLIGHT, "Reserved, not yet settled", "gauge", ("scope", "unit")
     )
-    tokens = CounterMetricFamily(
-        names.QUOTA_TOKENS, "Quota tokens by how settled", labels=["scope", "state"]
+    window = Family(
+        names.QUOTA_WINDOW, "Counted in the scope's window now", "gauge", ("scope", "unit")
     )
-    in_flight = GaugeMetricFamily(
-        names.QUOTA_IN_FLIGHT, "Reserved, not yet settled", labels=["scope", "unit"]
-    )
-    window = GaugeMetricFamily(
-        names.QUOTA_WINDOW, "Counted in the scope's window now", labels=["scope", "unit"]
-    )
-    deferrals = CounterMetricFamily(
-        names.QUOTA_DEFERRALS, "Turns handed back to wait for quota", labels=["scope"]
-    )
+    deferrals = _counters(names.QUOTA_DEFERRALS, "Turns handed back to wait for quota", "scope")
     for book in books:
         for family, values in (
             (requests, book.requests),
@@ -179,30 +174,27 @@ def _quota_families(books: Sequence[QuotaBooks]) -> Iterator[Metric]:
             (window, book.window),
         ):
             for label, value in values.items():
-                family.add_metric([book.scope, label], value)
-        deferrals.add_metric([book.scope], book.deferrals)
+                family.add((book.scope, label), value)
+        deferrals.add((book.scope,), book.deferrals)
     yield from (requests, tokens, in_flight, window, deferrals)
 
 
-def _pool_metrics(pool: PoolFigures) -> Iterator[Metric]:
-    yield _gauge(names.POOL_CONNECTIONS, "Connections the worker's pool holds", pool.connections)
-    yield _gauge(names.POOL_IDLE, "Pool connections idle now", pool.idle)
-    yield _gauge(names.POOL_REQUESTS_WAITING, "Statements waiting for a connection", pool.waiting)
-    yield _counter(names.POOL_REQUESTS, "Connections borrowed from the pool", pool.requests)
-    yield _counter(
+def _pool_metrics(pool: PoolFigures) -> Iterator[Family]:
+    yield gauge(names.POOL_CONNECTIONS, "Connections the worker's pool holds", pool.connections)
+    yield gauge(names.POOL_IDLE, "Pool connections idle now", pool.idle)
+    yield gauge(names.POOL_REQUESTS_WAITING, "Statements waiting for a connection", pool.waiting)
+    yield counter(names.POOL_REQUESTS, "Connections borrowed from the pool", pool.requests)
+    yield counter(
         names.POOL_REQUESTS_QUEUED, "Borrows that waited for a free connection", pool.queued
     )
-    yield _counter(
+    yield counter(
         names.POOL_WAIT_SECONDS, "Seconds spent waiting for a pool connection", pool.wait_seconds
     )
 
 
-def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, value=value)
-
-
-def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-    return CounterMetricFamily(name.removesuffix("_total"), doc, value=value)
+def _counters(name: str, doc: str, *labels: str) -> Family:
+    """A counter family whose samples are added by label (``name`` may end in ``_total``)."""
+    return Family(name.removesuffix("_total"), doc, "counter", labels)
 
 
 class WorkerMetrics:
@@ -211,8 +203,8 @@ class WorkerMetrics:
     def __init__(self, *, version: str, state: Callable[[], WorkerState]) -> None:
         self.registry = new_registry()
         r = self.registry
-        info = GaugeMetricFamily(names.WORKER_INFO, "The worker's version", labels=["version"])
-        info.add_metric([version], 1)
+        info = Family(names.WORKER_INFO, "The worker's version", "gauge", ("version",))
+        info.add((version,), 1)
         self.registry.register(_Fixed([info]))
         self.registry.register(_StateCollector(state))
         self.claims = Counter(names.CLAIMS, "Claim statements run", registry=r)
@@ -280,22 +272,19 @@ class ApiState:
     hub_reconnects: int
 
 
-class _ApiCollector(Collector):
+class _ApiCollector:
     def __init__(self, read: Callable[[], ApiState | None]) -> None:
         self._read = read
 
-    def describe(self) -> Iterable[Metric]:
-        return []
-
-    def collect(self) -> Iterator[Metric]:
+    def collect(self) -> Iterator[Family]:
         state = self._read()
         if state is None:
             return
-        yield _gauge(names.API_EVENT_STREAMS, "Event streams open", state.event_streams)
-        yield _counter(
+        yield gauge(names.API_EVENT_STREAMS, "Event streams open", state.event_streams)
+        yield counter(
             names.API_HUB_NOTIFICATIONS, "Notifications the hub received", state.hub_notifications
         )
-        yield _counter(
+        yield counter(
             names.API_HUB_RECONNECTS,
             "Times the hub lost its LISTEN connection",
             state.hub_reconnects,
@@ -325,9 +314,9 @@ class ApiMetrics:
         )
 
 
-class _Fixed(Collector):
-    def __init__(self, metrics: list[Metric]) -> None:
-        self._metrics = metrics
+class _Fixed:
+    def __init__(self, families: list[Family]) -> None:
+        self._families = families
 
-    def collect(self) -> Iterator[Metric]:
-        return iter(self._metrics)
+    def collect(self) -> Iterator[Family]:
+        return iter(self._families)

@@ -324,7 +324,7 @@ def _metrics(
     settings: Settings, supervisor: Supervisor, store: SqlWorkerStore, version: str
 ) -> Exposition | None:
     """The worker's /metrics, when it serves a health port and metrics are on;
-    otherwise prometheus_client is never imported."""
+    otherwise ``stint.telemetry.metrics`` is never imported."""
     if not (settings.metrics and settings.serves_health()):
         return None
     from stint.telemetry.metrics import (

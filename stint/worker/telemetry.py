@@ -2,13 +2,13 @@
 
 Names live in ``stint.telemetry.names``; the services, the runner, the turn
 context and the agents harness call the small functions below, and nothing
-else in the worker touches OpenTelemetry or prometheus_client.
+else in the worker touches OpenTelemetry or the metrics registry.
 
 Both are off until the worker turns them on: spans are non-recording until
 ``setup_tracing`` installs the SDK (``STINT_TRACING``), and every ``record_*``
 call returns at once until ``enable_metrics`` builds the process's one
 registry (the worker does when it serves a health port), so a worker that
-exports nothing imports neither the SDK nor prometheus_client.
+exports nothing imports neither the SDK nor ``stint.telemetry.metrics``.
 Span attributes carry ids and statuses only, never inputs, URLs or secrets.
 """
 

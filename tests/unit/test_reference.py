@@ -73,17 +73,9 @@ def _exported() -> dict[str, tuple[str, tuple[str, ...]]]:
     worker = metrics.WorkerMetrics(version="v", state=lambda: state)
     api = metrics.ApiMetrics(lambda: metrics.ApiState(0, 0, 0))
     found: dict[str, tuple[str, tuple[str, ...]]] = {}
-    for registry, holder in ((worker.registry, worker), (api.registry, api)):
-        declared = {
-            m._name: tuple(m._labelnames)
-            for m in vars(holder).values()
-            if hasattr(m, "_labelnames")
-        }
+    for registry in (worker.registry, api.registry):
         for family in registry.collect():
-            name = family.name + ("_total" if family.type == "counter" else "")
-            labels = {k for s in family.samples for k in s.labels if k != "le"}
-            base = family.name
-            found[name] = (family.type, declared.get(base, tuple(sorted(labels))))
+            found[family.sample_name] = (family.kind, family.label_names)
     return found
 
 

@@ -108,3 +108,63 @@ async def test_every_control_and_answer_names_its_actor(
         shown = await browser.get(f"/dashboard/sessions/{by_dashboard}")
         assert _key_id(tokens.operator) in shown.text  # the page shows who acted
     cluster.open_gate("hold")
+
+
+async def test_the_dashboard_interrupts_a_running_turn_and_the_queued_one_goes_on(
+    dashboard_api: ApiServer, tokens: Tokens, cluster: Cluster, pool: Pool
+) -> None:
+    """The session page's Interrupt button does what ``POST /v1/.../interrupt`` does
+    (the running turn ends ``interrupted``, the next queued turn runs), logs who
+    asked, and is neither shown to nor accepted from a read-only key."""
+    cluster.start_worker(slots=1)
+    async with httpx.AsyncClient(
+        base_url=dashboard_api.base_url, headers=bearer(tokens.acme), timeout=30
+    ) as api:
+        sid = (await api.post("/v1/sessions", json={})).json()["id"]
+        turns = [
+            (await api.post(f"/v1/sessions/{sid}/turns", json={"input": given})).json()["turn_id"]
+            for given in ({"min_wait_ms": 0, "gate": "stays-shut"}, {"min_wait_ms": 0})
+        ]
+
+    async def running() -> bool:
+        return bool(await _payloads(pool, sid, "tool.returned"))
+
+    await wait_until(running, what="the gated turn running")
+    page = f"/dashboard/sessions/{sid}"
+    async with httpx.AsyncClient(base_url=dashboard_api.base_url, timeout=30) as reader:
+        await sign_in(reader, tokens.acme_read_only)
+        shown = (await reader.get(page)).text
+        assert "/interrupt" not in shown
+        found = re.search(r'name="csrf" value="([0-9a-f]{64})"', shown)
+        assert found
+        refused = await reader.post(
+            f"{page}/interrupt", data={"csrf": found[1], "turn_id": turns[0]}
+        )
+        assert refused.status_code == 403
+    assert await _payloads(pool, sid, "control.requested") == []
+    async with httpx.AsyncClient(base_url=dashboard_api.base_url, timeout=30) as writer:
+        await sign_in(writer, tokens.acme)
+        shown = (await writer.get(page)).text
+        row = shown[shown.index(f'data-turn="{turns[0]}"') :]
+        assert "/interrupt" in row[: row.index("</tr>")]  # the running turn's row has it
+        found = re.search(r'name="csrf" value="([0-9a-f]{64})"', shown)
+        assert found
+        without_token = await writer.post(f"{page}/interrupt", data={"turn_id": turns[0]})
+        assert without_token.status_code == 403
+        done = await writer.post(f"{page}/interrupt", data={"csrf": found[1], "turn_id": turns[0]})
+        assert done.status_code == 303 and "interrupt" in done.headers["location"]
+
+    async def statuses() -> list[str] | None:
+        rows = await fetch(
+            pool, "SELECT status FROM turns WHERE session_id = %s ORDER BY seq", UUID(sid)
+        )
+        found = [str(row[0]) for row in rows]
+        return found if found[-1] == "succeeded" else None
+
+    assert await wait_until(statuses, what="the queued turn ran") == ["interrupted", "succeeded"]
+    (requested,) = await _payloads(pool, sid, "control.requested")
+    assert requested["action"] == "interrupt"
+    assert requested["actor"]["door"] == "dashboard"
+    assert requested["actor"]["key_id"] == _key_id(tokens.acme)
+    (ended,) = await _payloads(pool, sid, "turn.interrupted")
+    assert ended["reason"] == "dashboard"

@@ -393,6 +393,28 @@ async def answer(session_id: UUID, request: Request, me: SignedIn, svc: Svc) -> 
 
 @router.post("/sessions/{session_id}/cancel")
 async def cancel(session_id: UUID, request: Request, me: SignedIn, svc: Svc) -> Response:
+    """The session's queued and running turns, or the form's ``turn_id``, cancelled
+    (with their cascade children's), as ``POST /v1/sessions/{id}/cancel``."""
+    return await _control(session_id, request, me, svc, ControlAction.CANCEL, "cancelled")
+
+
+@router.post("/sessions/{session_id}/interrupt")
+async def interrupt(session_id: UUID, request: Request, me: SignedIn, svc: Svc) -> Response:
+    """The running (or parked) turn, or the form's ``turn_id``, interrupted with its
+    cascade children's; queued turns go on, as ``POST /v1/sessions/{id}/interrupt``."""
+    return await _control(session_id, request, me, svc, ControlAction.INTERRUPT, "interrupted")
+
+
+async def _control(
+    session_id: UUID,
+    request: Request,
+    me: SignedIn,
+    svc: Svc,
+    action: ControlAction,
+    done: str,
+) -> Response:
+    """One control from a form: the CSRF token and a writing key first, then the
+    same store call as /v1 with the page's tenant scope; a refusal says why."""
     form = await _form(request)
     me.check_csrf(form.get("csrf"))
     me.require_writer()
@@ -400,15 +422,15 @@ async def cancel(session_id: UUID, request: Request, me: SignedIn, svc: Svc) -> 
         turn_id = UUID(form["turn_id"]) if form.get("turn_id") else None
         result = await svc.controls.control(
             session_id=session_id,
-            action=ControlAction.CANCEL,
+            action=action,
             reason="dashboard",
             turn_id=turn_id,
             within_tenant=me.scope,
             actor=me.caller.actor("dashboard"),
         )
     except (ValueError, StoreError) as exc:
-        return _back(session_id, f"not cancelled: {exc}")
-    return _back(session_id, f"cancel: {result.outcome}")
+        return _back(session_id, f"not {done}: {exc}")
+    return _back(session_id, f"{action}: {result.outcome}")
 
 
 @router.post("/sessions/{session_id}/signal")

@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from stint.store.errors import (
     AdmissionRefused,
     ConnectionFailed,
+    Deadlocked,
     IdempotencyConflict,
     InvalidInput,
     LockTimeout,
@@ -80,6 +81,7 @@ _STORE_ERRORS: list[tuple[type[StoreError], int, bool]] = [
     (ConnectionFailed, 503, True),
     (QueryTimeout, 503, True),
     (LockTimeout, 503, True),
+    (Deadlocked, 503, True),
 ]
 
 

@@ -28,6 +28,7 @@ from stint.store.admission import (
 from stint.store.children import children_interrupting
 from stint.store.config import StoreConfig
 from stint.store.controls import interrupt_children, stop_active_turn
+from stint.store.deadlock import retried_on_deadlock
 from stint.store.enqueue_batch import EnqueueItem, NotPlanned, planned_enqueue
 from stint.store.enqueue_batch import KeyedTurn as _KeyedTurn
 from stint.store.enqueue_batch import LockedSession as _LockedSession
@@ -327,7 +328,15 @@ class ClientStore:
 
     async def _enqueue(self, items: Sequence[EnqueueItem], operation: str) -> list[EnqueueResult]:
         """One transaction: by the plan (``stint.store.enqueue_batch``: two round
-        trips, BEGIN and COMMIT included), else rolled back and done item by item."""
+        trips, BEGIN and COMMIT included), else rolled back and done item by item.
+        An item with ``busy=interrupt`` locks the children it interrupts after their
+        parent, so the whole may lose a deadlock to a worker's batch: then it runs
+        again (``stint.store.deadlock``; the idempotency keys make that safe anyway)."""
+        return await retried_on_deadlock(operation, lambda: self._enqueue_once(items, operation))
+
+    async def _enqueue_once(
+        self, items: Sequence[EnqueueItem], operation: str
+    ) -> list[EnqueueResult]:
         async with guarded(operation, self._config), self._pool.connection() as conn:
             try:
                 async with conn.pipeline() as pipeline, conn.transaction():

@@ -21,6 +21,7 @@ from psycopg.types.json import Jsonb
 
 from stint.store.children import SpawnedTurn, children_cascading, children_interrupting
 from stint.store.config import StoreConfig
+from stint.store.deadlock import retried_on_deadlock
 from stint.store.errors import (
     AnswerConflict,
     IdempotencyConflict,
@@ -294,20 +295,27 @@ class ControlStore:
         ``actor`` (who asked, through which door) is recorded in every event the
         control writes."""
         action = ControlAction(action)
-        async with (
-            guarded(f"control {action}", self._config),
-            self._pool.connection() as conn,
-            conn.transaction(),
-        ):
-            return await self._control_locked(
-                conn,
-                session_id=session_id,
-                action=action,
-                reason=reason,
-                turn_id=turn_id,
-                within_tenant=within_tenant,
-                actor=actor,
-            )
+        operation = f"control {action}"
+
+        async def once() -> ControlResult:
+            async with (
+                guarded(operation, self._config),
+                self._pool.connection() as conn,
+                conn.transaction(),
+            ):
+                return await self._control_locked(
+                    conn,
+                    session_id=session_id,
+                    action=action,
+                    reason=reason,
+                    turn_id=turn_id,
+                    within_tenant=within_tenant,
+                    actor=actor,
+                )
+
+        # The cascade locks parent, then child: against a worker's batch, which
+        # locks in id order, it may lose a deadlock, and then runs again.
+        return await retried_on_deadlock(operation, once)
 
     async def _control_locked(
         self,

@@ -20,6 +20,7 @@ __all__ = [
     "ConnectionFailed",
     "ConnectionRejected",
     "DatabaseError",
+    "Deadlocked",
     "EmbeddedPostgresError",
     "IdempotencyConflict",
     "InvalidInput",
@@ -82,6 +83,10 @@ class QueryTimeout(DatabaseError):
 
 class LockTimeout(DatabaseError):
     """A statement waited past lock_timeout for a lock."""
+
+
+class Deadlocked(DatabaseError):
+    """PostgreSQL ended the transaction to break a deadlock; nothing it wrote was kept."""
 
 
 class LeaseLost(StoreError):

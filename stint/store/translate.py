@@ -16,6 +16,7 @@ from stint.store.errors import (
     ConnectionFailed,
     ConnectionRejected,
     DatabaseError,
+    Deadlocked,
     InvalidInput,
     LockTimeout,
     QueryTimeout,
@@ -95,6 +96,8 @@ def translated(operation: str) -> Iterator[None]:
         raise QueryTimeout(operation=operation, server=_server_message(exc)) from exc
     except pg_errors.LockNotAvailable as exc:
         raise LockTimeout(operation=operation, server=_server_message(exc)) from exc
+    except pg_errors.DeadlockDetected as exc:
+        raise Deadlocked(operation=operation, server=_server_message(exc)) from exc
     except PoolTimeout as exc:
         raise ConnectionFailed(
             "no database connection became available in time", operation=operation

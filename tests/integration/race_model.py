@@ -4,8 +4,9 @@ Two simulated workers and two clients (``tests.interleaving`` actors, each with
 a backend of its own) call the real store methods: enqueue, claim, finish (with
 and without claim-next, keeping or releasing), park, answer, cancel,
 interrupt, defer (the quota hand-back), release (the drain's hand-back),
-renew, steps, quota reservations and settlements, a wait for a signal (begin,
-settle, set aside) and a signal sent, a spawn of a child session (a session like
+renew, steps, the conversation's messages (the agents harness's write, with the
+lease and with a lost one), quota reservations and settlements, a wait for a
+signal (begin, settle, set aside) and a signal sent, a spawn of a child session (a session like
 the others from then on), a join of a turn's children (begin, settle, set aside)
 and a child's end reported to its parent (after the child's finish, as the
 runner does, and by the sweep); the environment lets a
@@ -25,6 +26,8 @@ stopped, blocked on a lock, or done) and every invariant is checked:
 * signals: no turn is left set aside until later while a signal it waits for
   is kept (a lost wake), and each consumed signal went to exactly one
   committed wait, whose result is that signal;
+* conversation: every message carries the epoch of the lease that ran its
+  turn (a fenced owner's write adds nothing);
 * children: a parent set aside on a join is resumed (ready now) once all its
   children's ends are reported, and no child is created twice (one session
   per children row, one row per spawn step);
@@ -44,7 +47,7 @@ import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from hypothesis import strategies as st
 
@@ -85,6 +88,7 @@ RPM = 2
 LEASE = 60.0
 
 _TERMINAL = [str(k) for k in EventKind if k.terminal]
+_MESSAGES = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
 _CHOICES = 256  # more than the moves ever offered at once
 
 
@@ -290,6 +294,9 @@ class Race:
                 moves.append((f"{worker.name} parks on {s}", self._park(worker, holding)))
                 moves.append((f"{worker.name} records a step on {s}", self._step(worker, holding)))
                 moves.append(
+                    (f"{worker.name} remembers messages on {s}", self._remember(worker, holding))
+                )
+                moves.append(
                     (f"{worker.name} reserves quota on {s}", self._reserve(worker, holding))
                 )
                 moves.append((f"{worker.name} defers on {s}", self._defer(worker, holding)))
@@ -320,6 +327,12 @@ class Race:
                 moves.append((f"{worker.name} settles quota", self._settle(worker)))
             if worker.lost:
                 moves.append((f"{worker.name} writes with a lost lease", self._zombie(worker)))
+                moves.append(
+                    (
+                        f"{worker.name} remembers messages with a lost lease",
+                        self._zombie(worker, messages=True),
+                    )
+                )
         for client in self.clients:
             if client.actor.busy:
                 continue
@@ -589,6 +602,20 @@ class Race:
 
         return self._call(worker, "step", work)
 
+    def _remember(self, worker: Worker, holding: Holding) -> Callable[[], Awaitable[None]]:
+        """The agents harness's conversation write at a turn's end (``ctx.remember``)."""
+
+        async def work() -> None:
+            assert holding.turn is not None
+            try:
+                await worker.store.conversation.messages_append(
+                    holding.claim, turn_id=holding.turn.turn_id, messages=_MESSAGES
+                )
+            except LeaseLost:
+                worker.drop(holding.claim.session_id, lost=True)
+
+        return self._call(worker, "remember", work)
+
     def _reserve(self, worker: Worker, holding: Holding) -> Callable[[], Awaitable[None]]:
         async def work() -> None:
             assert holding.turn is not None
@@ -620,13 +647,30 @@ class Race:
 
         return self._call(worker, "renew", work)
 
-    def _zombie(self, worker: Worker) -> Callable[[], Awaitable[None]]:
+    def _zombie(self, worker: Worker, *, messages: bool = False) -> Callable[[], Awaitable[None]]:
         async def work() -> None:
             claim = worker.lost[0]
             try:
-                await worker.store.events_append(
-                    claim, turn_id=None, events=[(EventKind.TOOL_CALLED, {"zombie": True})]
-                )
+                if messages:
+                    running = await fetch(
+                        self._observer,
+                        "SELECT id FROM turns WHERE session_id = %s AND status = 'running'",
+                        claim.session_id,
+                    )
+                    turn_id = running[0][0] if running else uuid4()
+                    before = await self._messages_of(claim)
+                    try:
+                        await worker.store.conversation.messages_append(
+                            claim, turn_id=turn_id, messages=_MESSAGES
+                        )
+                    except LeaseLost:
+                        if await self._messages_of(claim) != before:
+                            raise self._fail(f"a fenced owner wrote messages: {claim}") from None
+                        raise
+                else:
+                    await worker.store.events_append(
+                        claim, turn_id=None, events=[(EventKind.TOOL_CALLED, {"zombie": True})]
+                    )
             except LeaseLost:
                 return
             # The write went through: only right if the lease is still this claim's.
@@ -639,6 +683,16 @@ class Race:
                 raise self._fail(f"a fenced owner wrote: {claim} (now {rows})")
 
         return self._call(worker, "zombie", work)
+
+    async def _messages_of(self, claim: Claim) -> int:
+        """Messages written under ``claim``'s lease (its epoch is that lease's alone)."""
+        [(count,)] = await fetch(
+            self._observer,
+            "SELECT count(*) FROM conversation_messages WHERE session_id = %s AND lease_epoch = %s",
+            claim.session_id,
+            claim.epoch,
+        )
+        return int(count)
 
     def _expire(self, session_id: UUID) -> Callable[[], Awaitable[None]]:
         async def expire() -> None:
@@ -735,6 +789,20 @@ class Race:
         await self._check_quota()
         await self._check_signals()
         await self._check_children()
+        await self._check_conversation()
+
+    async def _check_conversation(self) -> None:
+        """Every message was written under the lease that ran its turn: the epoch it
+        carries started that turn (a ``turn.started`` of that epoch), never a fenced one."""
+        stray = await fetch(
+            self._observer,
+            "SELECT m.session_id, m.turn_id, m.lease_epoch FROM conversation_messages m "
+            "WHERE NOT EXISTS (SELECT FROM events e WHERE e.session_id = m.session_id "
+            "AND e.turn_id = m.turn_id AND e.kind = 'turn.started' "
+            "AND e.lease_epoch = m.lease_epoch)",
+        )
+        if stray:
+            raise self._fail(f"messages written outside the lease that ran their turn: {stray}")
 
     async def _check_terminal_events(self) -> None:
         rows = await fetch(

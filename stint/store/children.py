@@ -4,7 +4,9 @@ A spawn is one fenced statement of the parent's lease holder, through the
 worker's batches: the child, its first turn, the link and the committed spawn
 step are written together or not at all, so a replay finds the same child
 (``children_spawn_many``, SQL ``sql/children_many.sql``: N children and their
-N steps in one statement, the limits judged for the whole batch). A
+N steps in one statement, the limits judged for the whole batch). Once a cancel
+or an interrupt of the spawning turn has committed, a spawn is refused
+(``TurnStopRequested``, nothing written): its child could not be cascaded to. A
 child's end is reported to its parent by a transaction of its own (the child's
 worker right after the finish, or any worker's sweep after a crash), which
 locks the link, then the parent: never the other way round.
@@ -24,12 +26,13 @@ from psycopg.types.json import Jsonb
 
 from stint.store.batch import StatementBatcher
 from stint.store.config import StoreConfig
-from stint.store.errors import ChildRefused
+from stint.store.errors import ChildRefused, TurnStopRequested
 from stint.store.fenced import run_fenced
 from stint.store.fetch import fetch_all, fetch_optional
-from stint.store.models import Claim
+from stint.store.models import Claim, ControlRequest
 from stint.store.pool import Pool
 from stint.store.translate import guarded
+from stint.store.vocabulary import ControlAction
 
 __all__ = [
     "ChildLink",
@@ -105,6 +108,8 @@ class _Spawned:
     max_fanout: int | None
     max_sessions: int | None
     tenant: str | None
+    control: str | None  # refused = 'stopped': the cancel or interrupt asked of the turn
+    control_reason: str | None
     child_id: UUID | None
     child_turn_id: UUID | None
     notified: bool | None
@@ -117,6 +122,8 @@ class _SpawnedMany:
     max_fanout: int | None
     max_sessions: int | None
     tenant: str | None
+    control: str | None  # refused = 'stopped': the cancel or interrupt asked of the turn
+    control_reason: str | None
     child_ids: list[UUID] | None
     child_turn_ids: list[UUID] | None
     notified: bool | None
@@ -187,8 +194,11 @@ class ChildStore:
     ) -> SpawnedChild:
         """Start a child session under the parent's lease; ``ChildRefused`` (nothing
         written) when ``max_depth``, ``max_fanout`` or the tenant's ``max_sessions``
-        refuses it. With a ``max_sessions`` limit the prelude takes the tenant's
-        sessions lock first, as every creator of its sessions does."""
+        refuses it; ``TurnStopRequested`` (nothing written) when a cancel or an
+        interrupt of ``turn_id`` has committed (the worker then ends the turn as
+        asked); ``LeaseLost`` when the fence fails. With a ``max_sessions`` limit
+        the prelude takes the tenant's sessions lock first, as every creator of its
+        sessions does."""
         assert self._batcher is not None, "spawning runs in a worker"
         spawned = await run_fenced(
             self._batcher,
@@ -206,6 +216,7 @@ class ChildStore:
             timeout_seconds=child.timeout_seconds,
             on_cancel=child.on_cancel,
         )
+        _refuse_stopped(spawned, claim, turn_id, "children_spawn")
         if spawned.refused == "max_depth":
             assert spawned.max_depth is not None
             raise ChildRefused(
@@ -282,7 +293,9 @@ class ChildStore:
         """Start ``len(children.inputs)`` child sessions under the parent's lease in
         one statement, in order; ``ChildRefused`` (nothing written) when the whole
         batch would pass ``max_depth``, ``max_fanout`` or the tenant's ``max_sessions``
-        (the prelude takes the tenant's sessions lock first, as for one spawn)."""
+        (the prelude takes the tenant's sessions lock first, as for one spawn);
+        ``TurnStopRequested`` (nothing written) when a cancel or an interrupt of
+        ``turn_id`` has committed, as for one spawn."""
         assert self._batcher is not None, "spawning runs in a worker"
         count = len(children.inputs)
         assert count and len(children.step_keys) == len(children.digests) == count
@@ -303,6 +316,7 @@ class ChildStore:
             timeout_seconds=children.timeout_seconds,
             on_cancel=children.on_cancel,
         )
+        _refuse_stopped(spawned, claim, turn_id, "children_spawn_many")
         _refuse_batch(spawned, claim, count)
         assert spawned.child_ids is not None and spawned.child_turn_ids is not None
         return [
@@ -311,6 +325,23 @@ class ChildStore:
                 spawned.child_ids, spawned.child_turn_ids, strict=True
             )
         ]
+
+
+def _refuse_stopped(
+    spawned: _Spawned | _SpawnedMany, claim: Claim, turn_id: UUID, operation: str
+) -> None:
+    """``TurnStopRequested`` when the spawn was refused because a cancel or an
+    interrupt of the spawning turn had committed first (nothing written)."""
+    if spawned.refused != "stopped":
+        return
+    assert spawned.control is not None
+    request = ControlRequest(ControlAction(spawned.control), turn_id, spawned.control_reason)
+    raise TurnStopRequested(
+        f"spawn refused: {request.action} of the turn requested",
+        request=request,
+        session=claim.session_id,
+        operation=operation,
+    )
 
 
 def _refuse_batch(spawned: _SpawnedMany, claim: Claim, count: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from stint.errors import StintError
+from stint.store.models import ControlRequest
 
 __all__ = [
     "AdmissionRefused",
@@ -37,6 +38,7 @@ __all__ = [
     "SessionBusy",
     "SessionLimitReached",
     "StoreError",
+    "TurnStopRequested",
     "UnknownSchedule",
     "UnknownSession",
     "UnknownTurn",
@@ -91,6 +93,28 @@ class Deadlocked(DatabaseError):
 
 class LeaseLost(StoreError):
     """This worker no longer holds the session's lease; nothing was written."""
+
+
+class TurnStopRequested(StoreError):
+    """A cancel or interrupt was asked of this turn first; nothing was written.
+
+    Not a lost lease (the worker still holds the session) and not a limit's
+    refusal (``ChildRefused``): the turn is being stopped. A write the turn may
+    not make once the request has committed (a spawn: its child could not be
+    reached by the cascade) is refused with it, and the worker ends the turn as
+    ``request`` asks, as if the request had reached it first."""
+
+    def __init__(
+        self, message: str | None = None, *, request: ControlRequest, session: Any, operation: str
+    ) -> None:
+        super().__init__(
+            message,
+            action=str(request.action),
+            operation=operation,
+            session=session,
+            turn=request.turn_id,
+        )
+        self.request = request
 
 
 class MigrationError(StoreError):

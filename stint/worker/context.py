@@ -19,8 +19,8 @@ from uuid import UUID
 from stint.errors import StintError
 from stint.store.children import NewChild, NewChildren
 from stint.store.conversation import MessageWindow
-from stint.store.errors import LeaseLost
-from stint.store.models import Claim, StepRecord
+from stint.store.errors import LeaseLost, TurnStopRequested
+from stint.store.models import Claim, ControlRequest, StepRecord
 from stint.store.quotas import Grant
 from stint.store.vocabulary import EventKind, StepKind, StepStatus, WaitKind
 from stint.store.waits import WaitUntil
@@ -202,6 +202,14 @@ class TurnContext:
         self._at_step_end: dict[str, list[tuple[EventKind, Mapping[str, Any]]]] = {}
         self._waits = 0  # waits reached in this attempt: the default key of the next one
         self._spawns = 0  # spawns reached in this attempt: the default key of the next one
+        self._stop_asked: ControlRequest | None = None
+
+    @property
+    def stop_asked(self) -> ControlRequest | None:
+        """The cancel or interrupt of this turn a write was refused for
+        (``TurnStopRequested``), if any: the runner ends the turn as it asks, even
+        when the harness caught the error and went on."""
+        return self._stop_asked
 
     async def emit(self, payload: Mapping[str, Any], *, kind: str = EventKind.MESSAGE) -> int:
         """Append an event to the session log; returns its seq."""
@@ -367,7 +375,9 @@ class TurnContext:
         second one. ``on_cancel``: ``cascade`` (a cancel or an interrupt of this turn
         cancels or interrupts the child's unfinished turn) or ``abandon`` (the child
         runs on). Refused with ``ChildRefused`` (nothing written) past the tenant's
-        ``max_depth``, ``max_fanout`` or ``max_sessions``.
+        ``max_depth``, ``max_fanout`` or ``max_sessions``. Once a cancel or an
+        interrupt of this turn has committed, refused with ``TurnStopRequested``
+        (nothing written): the turn ends as asked, whatever the harness does with it.
         """
         if on_cancel not in ("cascade", "abandon"):
             raise ValueError(f"on_cancel must be 'cascade' or 'abandon', not {on_cancel!r}")
@@ -380,13 +390,17 @@ class TurnContext:
             if recorded is not None:
                 return _replayed_child(key, recorded, digest)
             self._guard()
-            spawned = await self._store.children.children_spawn(
-                self._claim,
-                turn_id=self.turn_id,
-                step_key=key,
-                digest=digest,
-                child=NewChild(dict(turn_input), pin, timeout_seconds, on_cancel),
-            )
+            try:
+                spawned = await self._store.children.children_spawn(
+                    self._claim,
+                    turn_id=self.turn_id,
+                    step_key=key,
+                    digest=digest,
+                    child=NewChild(dict(turn_input), pin, timeout_seconds, on_cancel),
+                )
+            except TurnStopRequested as asked:
+                self._stop_asked = asked.request
+                raise
             result = {
                 "child_id": str(spawned.child_id),
                 "child_turn_id": str(spawned.child_turn_id),
@@ -414,7 +428,8 @@ class TurnContext:
         of them recorded (the code changed between attempts) spawns only the
         others. The limits judge the batch as a whole: past ``max_depth``, or past
         ``max_fanout`` with the turn's children so far, ``ChildRefused`` and
-        nothing written.
+        nothing written. A cancel or an interrupt of this turn that has committed
+        refuses the whole batch, as for ``spawn``.
         """
         if on_cancel not in ("cascade", "abandon"):
             raise ValueError(f"on_cancel must be 'cascade' or 'abandon', not {on_cancel!r}")
@@ -435,18 +450,22 @@ class TurnContext:
             current.set_attribute("stint.spawn.count", len(keys))
             if missing:
                 self._guard()
-                spawned = await self._store.children.children_spawn_many(
-                    self._claim,
-                    turn_id=self.turn_id,
-                    children=NewChildren(
-                        [keys[n] for n in missing],
-                        [digests[n] for n in missing],
-                        [dict(inputs[n]) for n in missing],
-                        pin,
-                        timeout_seconds,
-                        on_cancel,
-                    ),
-                )
+                try:
+                    spawned = await self._store.children.children_spawn_many(
+                        self._claim,
+                        turn_id=self.turn_id,
+                        children=NewChildren(
+                            [keys[n] for n in missing],
+                            [digests[n] for n in missing],
+                            [dict(inputs[n]) for n in missing],
+                            pin,
+                            timeout_seconds,
+                            on_cancel,
+                        ),
+                    )
+                except TurnStopRequested as asked:
+                    self._stop_asked = asked.request
+                    raise
                 for n, child in zip(missing, spawned, strict=True):
                     result = {
                         "child_id": str(child.child_id),

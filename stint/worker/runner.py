@@ -22,7 +22,7 @@ from typing import Any
 
 from stint.config.logs import log_fields
 from stint.store.batch import Late
-from stint.store.errors import LeaseLost, StoreError
+from stint.store.errors import LeaseLost, StoreError, TurnStopRequested
 from stint.store.models import Claim, ControlRequest, FinishResult, TurnStart
 from stint.store.vocabulary import EventKind, TurnStatus
 from stint.worker.context import Deferred, Parked, TurnContext, Waiting
@@ -324,12 +324,18 @@ class SessionRunner:
                 EventKind.TURN_INTERRUPTED,
                 reason="timeout",
             )
+        except TurnStopRequested as asked:  # a spawn refused: the stop was asked first
+            return _asked_first(held, asked.request)
         except StoreError:  # LeaseLost and LeaseExpired among them
             raise
         except Exception as exc:
+            if ctx.stop_asked is not None:  # the harness caught the refusal, then failed
+                return _asked_first(held, ctx.stop_asked)
             return _failed(turn, exc)
         finally:
             held.in_harness = False
+        if ctx.stop_asked is not None:  # the harness caught the refusal and went on
+            return _asked_first(held, ctx.stop_asked)
         return Outcome(TurnStatus.SUCCEEDED, output, None, EventKind.TURN_COMPLETED)
 
     async def _hand_back_fenced(self, held: Held, turn: TurnStart | None) -> None:
@@ -370,6 +376,20 @@ def _stopped(control: ControlRequest) -> Outcome:
     status = control.action.turn_status
     reason = control.reason or "operator"
     return Outcome(status, None, f"{status}: {reason}", control.action.event_kind, reason=reason)
+
+
+def _asked_first(held: Held, control: ControlRequest) -> Outcome:
+    """A write of the turn was refused because a cancel or an interrupt of it had
+    committed first (``TurnStopRequested``): the turn ends as that request asks,
+    as it would had the request reached the slot first (the lease keeper then
+    finds it already known, and stops nothing more)."""
+    log.info(
+        "turn %s: %s requested before its write; ending it as asked",
+        control.turn_id,
+        control.action,
+    )
+    held.control = control
+    return _stopped(control)
 
 
 def _failed(turn: TurnStart, exc: Exception) -> Outcome:

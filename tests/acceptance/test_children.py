@@ -1,6 +1,7 @@
 """Child sessions in real workers: ``ctx.spawn`` / ``ctx.join`` free the parent's slot,
-failures are values, a cancel and an interrupt cascade, limits refuse (kills at the
-spawn and join boundaries: ``test_children_kills.py``)."""
+failures are values, a cancel and an interrupt cascade, a spawn after the interrupt
+committed is refused, limits refuse (kills at the spawn and join boundaries:
+``test_children_kills.py``)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ import signal
 from typing import Any
 from uuid import UUID
 
+import pytest
+
 from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
 from stint.store.client import ClientStore
+from stint.store.controls import ControlStore
 from stint.store.pool import Pool
+from stint.store.queries import numbered
+from stint.store.vocabulary import ControlAction
+from tests.interleaving import Interleaver
 from tests.polling import wait_until
 from tests.workers import Cluster, event_kinds, fetch
 
@@ -253,6 +260,78 @@ async def test_an_interrupt_of_the_parent_cascades_unless_abandoned(
     for waiting in [kid for kid, _ in await _children(pool, parents["abandon"])]:
         assert cluster.stint("cancel", str(waiting)).returncode == 0
     assert cluster.stint("cancel", str(parents["abandon"])).returncode == 0
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    await _checks(pool, cluster)
+
+
+@pytest.mark.parametrize("one_by_one", [False, True], ids=["spawn_many", "spawn"])
+async def test_a_spawn_after_the_interrupt_committed_leaves_no_orphan(
+    cluster: Cluster, db: ScratchTarget, pool: Pool, one_by_one: bool
+) -> None:
+    """The interrupt of a running parent holds its row (its cascade read found no
+    child: none yet) while the parent's harness, past its gate, sends its spawn, which
+    waits for that row; the interrupt commits. The spawn is refused (its children would
+    be reached by nobody) and the parent's turn ends ``interrupted`` at once, with no
+    child, its slot and lease freed."""
+    client = ClientStore(db.config, pool)
+    lease = 10.0  # the row is held a moment: no renewal may fall behind meanwhile
+    worker = cluster.start_worker(slots=2, lease_seconds=lease)
+    forever = {"min_wait_ms": 0, "wait_for": "never"}
+    spawn = {"count": 2, "input": forever, "one_by_one": one_by_one}
+    parent = await _enqueue(client, "p", {"min_wait_ms": 0, "gate": "spawn", "spawn": spawn})
+
+    async def at_the_gate() -> bool:  # its effect done: the harness polls its gate
+        return "tool.returned" in await event_kinds(pool, parent)
+
+    await wait_until(at_the_gate, what="the parent's harness waits at its gate")
+    interleaver = Interleaver(db, pool)
+    try:
+        actor = await interleaver.actor("client", pause=lambda name: name == "controls_request")
+        interrupting = actor.start(
+            ControlStore(db.config, actor.pool).control(
+                session_id=parent, action=ControlAction.INTERRUPT, reason="stop"
+            )
+        )
+        await interleaver.until_waiting(actor, "controls_request")  # the parent's row held
+        cluster.open_gate("spawn")
+
+        async def spawn_waits() -> bool:
+            """A worker's spawn statement (its text's opening: the activity view keeps
+            only the first KiB) waits for a lock the interrupt's backend holds."""
+            rows = await fetch(
+                pool,
+                "SELECT count(*) FROM pg_stat_activity w "
+                "JOIN pg_stat_activity b ON b.pid = ANY (pg_blocking_pids(w.pid)) "
+                "WHERE b.application_name = %s AND left(w.query, 200) = ANY (%s)",
+                actor.application_name,
+                [numbered(name).text[:200] for name in ("children_spawn", "children_spawn_many")],
+            )
+            return bool(rows[0][0])
+
+        await wait_until(spawn_waits, what="the parent's spawn waits for its row")
+        actor.go()
+        result = await interrupting
+    finally:
+        await interleaver.close()
+    assert result.outcome.startswith("requested from worker")  # no child to cascade to
+    status, _, _ = await wait_until(lambda: _ended(pool, parent), what="the parent ends")
+    assert status == "interrupted"
+    assert await _children(pool, parent) == []
+    assert await _spawn_steps(pool, parent) == []
+    assert await fetch(pool, "SELECT count(*) FROM sessions WHERE parent_id IS NOT NULL") == [(0,)]
+    kinds = await event_kinds(pool, parent)
+    assert "child.started" not in kinds and "turn.released" not in kinds
+    assert kinds[-2:] == ["control.requested", "turn.interrupted"]
+    [(took, owner)] = await fetch(
+        pool,
+        "SELECT (SELECT max(created_at) FROM events WHERE session_id = s.id) "
+        "     - (SELECT created_at FROM events WHERE session_id = s.id "
+        "        AND kind = 'control.requested'), s.lease_owner "
+        "FROM sessions s WHERE s.id = %s",
+        parent,
+    )
+    assert owner is None and took.total_seconds() < lease / 2  # not left to the lease
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     await _checks(pool, cluster)

@@ -29,8 +29,10 @@ stopped, blocked on a lock, or done) and every invariant is checked:
 * conversation: every message carries the epoch of the lease that ran its
   turn (a fenced owner's write adds nothing);
 * children: a parent set aside on a join is resumed (ready now) once all its
-  children's ends are reported, and no child is created twice (one session
-  per children row, one row per spawn step);
+  children's ends are reported, no child is created twice (one session
+  per children row, one row per spawn step), and no turn starts a child once a
+  cancel or an interrupt of it was requested (no ``child.started`` after its
+  ``control.requested``: such a child is reached by no cascade);
 * at the end, every queued turn of a session nobody holds is claimable and
   is started by the next claim.
 
@@ -61,6 +63,7 @@ from stint.store.errors import (
     AnswerConflict,
     LeaseLost,
     NoOpenQuestion,
+    TurnStopRequested,
 )
 from stint.store.models import Claim, TurnStart, Work
 from stint.store.pool import Pool
@@ -548,6 +551,9 @@ class Race:
             except LeaseLost:
                 worker.drop(holding.claim.session_id, lost=True)
                 return
+            except TurnStopRequested as asked:  # the runner ends the turn as asked
+                await self._end_as_asked(worker, holding, asked.request.action)
+                return
             self.sessions.append(child.child_id)
             self.spawned.setdefault(turn_id, []).append(child.child_id)
             if join:
@@ -921,6 +927,16 @@ class Race:
         )
         if twice:
             raise self._fail(f"a spawn step without exactly one child, or a child twice: {twice}")
+        orphans = await fetch(
+            self._observer,
+            "SELECT c.session_id, c.turn_id, c.payload->>'child_id' FROM events c "
+            "JOIN events r ON r.session_id = c.session_id AND r.turn_id = c.turn_id "
+            "WHERE c.kind = 'child.started' AND r.kind = 'control.requested' AND r.seq < c.seq",
+        )
+        if orphans:
+            raise self._fail(
+                f"a child started after its parent's turn was asked to stop: {orphans}"
+            )
 
     # -- the end of an example ---------------------------------------------------
 

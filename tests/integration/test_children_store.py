@@ -1,9 +1,12 @@
 """Child sessions in the store: an interrupt of the parent reaches each ``cascade``
 child's turn in whatever state it is (and theirs), never an ``abandon`` one, and a
-waiting parent reads the ends; a spawn counts against the tenant's ``max_sessions``."""
+waiting parent reads the ends; a spawn counts against the tenant's ``max_sessions``;
+once a cancel or an interrupt of a turn has committed, that turn spawns no child
+(the spawn is refused, and the slot ends the turn as asked)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
@@ -12,18 +15,20 @@ import pytest
 import pytest_asyncio
 
 from stint.postgres.scratch import ScratchTarget
-from stint.store.children import NewChild, SpawnedChild
+from stint.store.children import NewChild, NewChildren, SpawnedChild
 from stint.store.client import ClientStore
 from stint.store.controls import ControlStore
-from stint.store.errors import ChildRefused
-from stint.store.models import Claim, TurnStart
+from stint.store.errors import ChildRefused, LeaseLost, TurnStopRequested
+from stint.store.models import Claim, ControlRequest, TurnStart
 from stint.store.pool import Pool
 from stint.store.vocabulary import AdmissionLimit, BusyStrategy, ControlAction, WaitKind
 from stint.store.waits import WaitUntil
 from stint.store.worker_store import SqlWorkerStore
-from tests.integration.claims import claim_one
+from stint.worker.context import TurnContext
+from stint.worker.slots import Held
+from tests.integration.claims import claim_one, slot_runner
 from tests.interleaving import Interleaver
-from tests.workers import count_rows, fetch, set_limits
+from tests.workers import count_rows, event_kinds, fetch, set_limits
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -204,3 +209,162 @@ async def test_a_spawn_waits_for_a_session_being_created_and_counts_it(
     with pytest.raises(ChildRefused, match="max_sessions limit of 2"):
         await spawning
     assert await fetch(pool, "SELECT count(*) FROM sessions WHERE tenant = 'acme'") == [(2,)]
+
+
+async def _spawns(
+    runtime: SqlWorkerStore, claim: Claim, turn: TurnStart, how: str
+) -> list[SpawnedChild]:
+    """One ``ctx.spawn``'s statement, or one ``ctx.spawn_many`` of two children."""
+    if how == "spawn":
+        return [await _spawn(runtime, claim, turn, 0)]
+    return await runtime.children.children_spawn_many(
+        claim,
+        turn_id=turn.turn_id,
+        children=NewChildren(["spawn:0", "spawn:1"], ["d0", "d1"], [{}, {}], pin="cold"),
+    )
+
+
+async def _log(pool: Pool, session_id: UUID) -> tuple[list[int], int]:
+    """The session's event seqs, in order, and its last_event_seq."""
+    seqs = await fetch(
+        pool, "SELECT seq FROM events WHERE session_id = %s ORDER BY seq", session_id
+    )
+    [(last,)] = await fetch(pool, "SELECT last_event_seq FROM sessions WHERE id = %s", session_id)
+    return [seq for (seq,) in seqs], int(last)
+
+
+_TABLES = ("sessions", "turns", "children", "steps", "events", "waits")
+
+
+@pytest.mark.parametrize("how", ["spawn", "spawn_many"])
+@pytest.mark.parametrize("action", [ControlAction.INTERRUPT, ControlAction.CANCEL])
+async def test_a_spawn_after_a_control_of_its_turn_committed_is_refused_and_writes_nothing(
+    db: ScratchTarget, pool: Pool, action: ControlAction, how: str
+) -> None:
+    """The worker has not yet heard of the control (its harness goes on): the
+    spawn is refused with the request, not as a lost lease nor as a limit, and
+    writes nothing; the request stays on the row for the worker's end of the turn."""
+    runtime = SqlWorkerStore(db.config, pool, concurrency=1)
+    parent = await ClientStore(db.config, pool).turns_enqueue(
+        session_id=None, idempotency_key="p", turn_input={}
+    )
+    claim, turn = await claim_one(runtime, "w1")
+    result = await ControlStore(db.config, pool).control(
+        session_id=parent.session_id, action=action, reason="stop"
+    )
+    assert result.outcome == "requested from worker w1"
+    before = [await count_rows(pool, table) for table in _TABLES]
+    log = await _log(pool, parent.session_id)
+
+    with pytest.raises(TurnStopRequested) as refused:
+        await _spawns(runtime, claim, turn, how)
+
+    assert refused.value.request == ControlRequest(action, turn.turn_id, "stop")
+    assert not isinstance(refused.value, LeaseLost)
+    assert [await count_rows(pool, table) for table in _TABLES] == before
+    assert await fetch(pool, "SELECT count(*) FROM sessions WHERE parent_id IS NOT NULL") == [(0,)]
+    assert await fetch(pool, "SELECT count(*) FROM steps WHERE kind = 'spawn'") == [(0,)]
+    seqs, last = await _log(pool, parent.session_id)
+    assert (seqs, last) == log and seqs == list(range(1, last + 1))
+    kinds = await event_kinds(pool, parent.session_id)
+    assert "child.started" not in kinds and kinds[-1] == "control.requested"
+    assert await _control(pool, parent.session_id) == ("running", action, turn.turn_id)
+
+
+@pytest.mark.parametrize("how", ["spawn", "spawn_many"])
+async def test_a_spawn_that_waited_for_an_interrupts_lock_is_refused_once_it_commits(
+    db: ScratchTarget, pool: Pool, interleaver: Interleaver, how: str
+) -> None:
+    """READ COMMITTED: the interrupt holds the parent's row (its cascade read found no
+    child) and the spawn waits for that row, its snapshot taken before the interrupt
+    wrote anything. Once the interrupt commits, the spawn must see it on the row's
+    newest version and refuse: a child created now would be reached by nobody."""
+    client = await interleaver.actor("client", pause=lambda name: name == "controls_request")
+    worker = await interleaver.actor("w1", pause=lambda name: False)
+    runtime = SqlWorkerStore(db.config, worker.pool, concurrency=1)
+    parent = await ClientStore(db.config, pool).turns_enqueue(
+        session_id=None, idempotency_key="p", turn_input={}
+    )
+    claim, turn = await claim_one(runtime, "w1")
+    interrupting = client.start(
+        ControlStore(db.config, client.pool).control(
+            session_id=parent.session_id, action=ControlAction.INTERRUPT, reason="stop"
+        )
+    )
+    await interleaver.until_waiting(client, "controls_request")  # the parent's row held
+    spawning = worker.start(_spawns(runtime, claim, turn, how))
+    await interleaver.until_blocked(worker)
+    client.go()
+    result = await interrupting
+    assert result.outcome == "requested from worker w1"  # no child to cascade to
+    with pytest.raises(TurnStopRequested) as refused:
+        await spawning
+    assert refused.value.request == ControlRequest(ControlAction.INTERRUPT, turn.turn_id, "stop")
+    assert await fetch(pool, "SELECT count(*) FROM children") == [(0,)]
+    assert await fetch(pool, "SELECT count(*) FROM sessions WHERE parent_id IS NOT NULL") == [(0,)]
+    assert "child.started" not in await event_kinds(pool, parent.session_id)
+
+
+class _StoppedThenSpawns:
+    """A harness whose turn is cancelled or interrupted (committed) before it spawns.
+    No lease keeper runs, so only the spawn's refusal can tell the slot; with
+    ``swallow`` the harness catches that refusal and returns as if all went well."""
+
+    def __init__(self, controls: ControlStore, action: ControlAction, how: str, swallow: bool):
+        self._controls = controls
+        self._action = action
+        self._how = how
+        self._swallow = swallow
+
+    async def run_turn(self, ctx: TurnContext) -> Any:
+        await self._controls.control(session_id=ctx.session_id, action=self._action, reason="stop")
+        try:
+            if self._how == "spawn":
+                await ctx.spawn({}, pin="cold")
+            else:
+                await ctx.spawn_many([{}, {}], pin="cold")
+        except TurnStopRequested:
+            if not self._swallow:
+                raise
+        return {"spawned": "maybe"}
+
+
+@pytest.mark.parametrize(
+    ("action", "how", "swallow"),
+    [
+        (ControlAction.INTERRUPT, "spawn", False),
+        (ControlAction.INTERRUPT, "spawn_many", False),
+        (ControlAction.CANCEL, "spawn", False),
+        (ControlAction.CANCEL, "spawn_many", True),
+    ],
+)
+async def test_a_refused_spawn_ends_the_turn_as_the_control_asks_and_frees_the_slot(
+    db: ScratchTarget, pool: Pool, action: ControlAction, how: str, swallow: bool
+) -> None:
+    """The slot ends the turn as the request would have: its status and terminal
+    event, the request's reason, the lease released at once; not a lost lease,
+    not a harness failure, not a hand-back (even when the harness swallowed it)."""
+    runtime = SqlWorkerStore(db.config, pool, concurrency=1)
+    parent = await ClientStore(db.config, pool).turns_enqueue(
+        session_id=None, idempotency_key="p", turn_input={}
+    )
+    claim, turn = await claim_one(runtime, "w1")
+    harness = _StoppedThenSpawns(ControlStore(db.config, pool), action, how, swallow)
+    held = Held(claim)
+    await asyncio.wait_for(
+        slot_runner(runtime, harness, may_write=lambda: True).run(held, turn), 30
+    )
+
+    assert not held.lost
+    rows = await fetch(pool, "SELECT status, reason, output FROM turns WHERE id = %s", turn.turn_id)
+    assert rows == [(str(action.turn_status), "stop", None)]
+    kinds = await event_kinds(pool, parent.session_id)
+    assert kinds[-2:] == ["control.requested", str(action.event_kind)]
+    assert "child.started" not in kinds and "turn.released" not in kinds
+    assert await fetch(
+        pool,
+        "SELECT status, lease_owner, control FROM sessions WHERE id = %s",
+        parent.session_id,
+    ) == [("idle", None, None)]
+    assert await fetch(pool, "SELECT count(*) FROM children") == [(0,)]
+    assert held.control == ControlRequest(action, turn.turn_id, "stop")

@@ -11,8 +11,13 @@
 -- tenant, %(pin)s, its parent and depth) ready with their first turns queued,
 -- links them in children, records their spawn steps committed with their ids,
 -- appends one child.started per child to the parent's log and wakes a claimer.
--- Safe under READ COMMITTED: the fence is log_bump's UPDATE of the parent row
--- (re-checked on its newest version) and every write hangs off it; the
+-- A cancel or interrupt already asked of this turn refuses the whole batch
+-- first, as in children_spawn (refused = 'stopped', the request comes back).
+-- Safe under READ COMMITTED: parent locks the parent row (under the fence)
+-- and reads its newest version, so a control committed while this statement
+-- waited for the row (or after its snapshot) is seen, and none can commit
+-- after it until this transaction ends (controls lock the row first); the
+-- fence is log_bump's UPDATE of that row and every write hangs off it; the
 -- parent's tenant and depth never change; the fan-out count reads children of
 -- this parent turn, which only this lease holder adds, one statement after
 -- another; the session count (max_sessions: the tenant's sessions plus the
@@ -21,12 +26,15 @@
 -- children_spawn); the inserts are new rows with fresh keys (a step key
 -- already recorded fails the whole statement on the primary key: never a
 -- second child).
-WITH parent AS (
-    SELECT id, tenant, depth FROM sessions WHERE -- Fragment: THE LEASE FENCE, the one condition every write under a lease
+WITH parent AS MATERIALIZED (
+    SELECT id, tenant, depth, control, control_turn_id, control_reason
+    FROM sessions
+    WHERE -- Fragment: THE LEASE FENCE, the one condition every write under a lease
 -- matches the session row on (a test fails if a statement spells it out): this
 -- worker (owner) still holds it at the epoch it was claimed at. A row that no
 -- longer matches was taken over; the including statement then writes nothing.
 id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
+    FOR NO KEY UPDATE
 ), limits AS (
     SELECT coalesce(t.max_depth, d.max_depth) AS max_depth,
            coalesce(t.max_fanout, d.max_fanout) AS max_fanout,
@@ -42,7 +50,9 @@ id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
     JOIN jsonb_array_elements(%(inputs)s::jsonb) WITH ORDINALITY AS i (input, ord)
       ON i.ord = k.ord
 ), verdict AS MATERIALIZED (
-    SELECT CASE WHEN limits.max_depth IS NOT NULL AND parent.depth + 1 > limits.max_depth
+    SELECT CASE WHEN parent.control_turn_id = %(turn_id)s
+                THEN 'stopped'
+                WHEN limits.max_depth IS NOT NULL AND parent.depth + 1 > limits.max_depth
                 THEN 'max_depth'
                 WHEN limits.max_fanout IS NOT NULL
                      AND (SELECT count(*) FROM children c
@@ -57,7 +67,7 @@ id = %(session_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s
                 THEN 'max_sessions'
            END AS refused,
            limits.max_depth, limits.max_fanout, limits.max_sessions,
-           parent.depth + 1 AS depth, parent.tenant
+           parent.depth + 1 AS depth, parent.tenant, parent.control, parent.control_reason
     FROM parent, limits
 ), go AS (
     SELECT asked.*, verdict.depth, verdict.tenant
@@ -154,6 +164,8 @@ log_append AS (
 )
 SELECT verdict.refused, verdict.max_depth, verdict.max_fanout, verdict.max_sessions,
        verdict.tenant,
+       CASE WHEN verdict.refused = 'stopped' THEN verdict.control END AS control,
+       CASE WHEN verdict.refused = 'stopped' THEN verdict.control_reason END AS control_reason,
        (SELECT array_agg(go.child_id ORDER BY go.ord) FROM go) AS child_ids,
        (SELECT array_agg(go.child_turn_id ORDER BY go.ord) FROM go) AS child_turn_ids,
        CASE WHEN verdict.refused IS NULL THEN pg_notify(%(work_channel)s, '') IS NULL END

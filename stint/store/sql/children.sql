@@ -32,17 +32,27 @@ FROM parent
 -- turn queued, links it in children, records the spawn step committed with
 -- the child's ids, appends child.started to the parent's log and wakes a
 -- claimer. A refusal writes nothing but the fence's touch of the parent row
--- and says which limit.
--- Safe under READ COMMITTED: the fence is log_bump's UPDATE of the parent
--- row (re-checked on its newest version) and every write hangs off it; the
+-- and says which limit. A cancel or interrupt already asked of this turn
+-- (the parent row's control for %(turn_id)s) refuses the child first, and the
+-- request comes back (refused = 'stopped', with control and control_reason),
+-- so the worker ends the turn as asked: once the control has committed, the
+-- turn it stops never starts another child (it could not be cascaded to).
+-- Safe under READ COMMITTED: parent locks the parent row (under the fence)
+-- and reads its newest version, so a control committed while this statement
+-- waited for the row (or after its snapshot) is seen, and none can commit
+-- after it until this transaction ends (controls lock the row first); the
+-- fence is log_bump's UPDATE of that row and every write hangs off it; the
 -- parent's tenant and depth never change; the fan-out count reads children
 -- of this parent turn, which only this lease holder adds, one statement after
 -- another; the session count is read after children_lock_sessions took the
 -- tenant's sessions lock in this transaction (lock first: every creator of
 -- the tenant's sessions under a max_sessions limit takes it); the inserts
 -- are new rows with fresh keys.
-WITH parent AS (
-    SELECT id, tenant, depth FROM sessions WHERE /*include:lease_fence*/
+WITH parent AS MATERIALIZED (
+    SELECT id, tenant, depth, control, control_turn_id, control_reason
+    FROM sessions
+    WHERE /*include:lease_fence*/
+    FOR NO KEY UPDATE
 ), limits AS (
     SELECT coalesce(t.max_depth, d.max_depth) AS max_depth,
            coalesce(t.max_fanout, d.max_fanout) AS max_fanout,
@@ -51,7 +61,9 @@ WITH parent AS (
     JOIN admission_limits d ON d.tenant = '*'
     LEFT JOIN admission_limits t ON t.tenant = parent.tenant
 ), verdict AS MATERIALIZED (
-    SELECT CASE WHEN limits.max_depth IS NOT NULL AND parent.depth + 1 > limits.max_depth
+    SELECT CASE WHEN parent.control_turn_id = %(turn_id)s
+                THEN 'stopped'
+                WHEN limits.max_depth IS NOT NULL AND parent.depth + 1 > limits.max_depth
                 THEN 'max_depth'
                 WHEN limits.max_fanout IS NOT NULL
                      AND (SELECT count(*) FROM children c
@@ -66,7 +78,7 @@ WITH parent AS (
                 THEN 'max_sessions'
            END AS refused,
            limits.max_depth, limits.max_fanout, limits.max_sessions,
-           parent.depth + 1 AS depth, parent.tenant,
+           parent.depth + 1 AS depth, parent.tenant, parent.control, parent.control_reason,
            gen_random_uuid() AS child_id, gen_random_uuid() AS child_turn_id
     FROM parent, limits
 ), go AS (
@@ -104,6 +116,8 @@ WITH parent AS (
 ), /*include:log_append*/
 SELECT verdict.refused, verdict.max_depth, verdict.max_fanout, verdict.max_sessions,
        verdict.tenant,
+       CASE WHEN verdict.refused = 'stopped' THEN verdict.control END AS control,
+       CASE WHEN verdict.refused = 'stopped' THEN verdict.control_reason END AS control_reason,
        CASE WHEN verdict.refused IS NULL THEN verdict.child_id END AS child_id,
        CASE WHEN verdict.refused IS NULL THEN verdict.child_turn_id END AS child_turn_id,
        CASE WHEN verdict.refused IS NULL THEN pg_notify(%(work_channel)s, '') IS NULL END

@@ -147,9 +147,9 @@ class Counter:
     def labels(self, *values: str) -> _CounterChild:
         child = self._child.get(values)
         if child is None:
-            self._family.label_pairs(values)  # the right number of values, or an error
-            self._values.setdefault(values, 0.0)
-            child = self._child[values] = _CounterChild(self._values, values)
+            key = _label_values(self._family, values)
+            self._values.setdefault(key, 0.0)
+            child = self._child[values] = _CounterChild(self._values, key)
         return child
 
     def inc(self, amount: float = 1.0) -> None:
@@ -211,8 +211,8 @@ class Histogram:
     def labels(self, *values: str) -> _Series:
         series = self._series.get(values)
         if series is None:
-            self._family.label_pairs(values)
-            series = self._series[values] = _Series(self._bounds)
+            key = _label_values(self._family, values)
+            series = self._series.setdefault(key, _Series(self._bounds))
         return series
 
     def observe(self, value: float) -> None:
@@ -249,6 +249,14 @@ class _Series:
         # the first bucket whose upper bound is >= value (le: "less than or equal")
         self.counts[bisect.bisect_left(self._bounds, value)] += 1
         self.total += value
+
+
+def _label_values(family: Family, values: tuple[object, ...]) -> tuple[str, ...]:
+    """The values as the text they are written as (so ``1`` and ``"1"`` are one
+    series), one per label name, or an error."""
+    text = tuple(str(value) for value in values)
+    family.label_pairs(text)
+    return text
 
 
 def _check_names(name: str, label_names: Sequence[str]) -> None:

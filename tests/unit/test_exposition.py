@@ -162,3 +162,17 @@ class _Fixed:
 
     def collect(self) -> list[Family]:
         return [self._family]
+
+
+def test_label_values_are_their_text_so_one_value_is_one_series() -> None:
+    registry = Registry()
+    calls = Counter("calls", "Calls", ["code"], registry=registry)
+    timed = Histogram("timed", "Timed", ["code"], buckets=(1.0,), registry=registry)
+    calls.labels(200).inc()  # type: ignore[arg-type]  # a caller passing a number
+    calls.labels("200").inc()
+    timed.labels(200).observe(0.5)  # type: ignore[arg-type]
+    timed.labels("200").observe(0.5)
+    read = _read(registry)
+    assert read[("calls_total", frozenset({("code", "200")}))] == 2.0
+    assert read[("timed_count", frozenset({("code", "200")}))] == 2.0
+    assert registry.render().decode().count('calls_total{code="200"}') == 1

@@ -6,8 +6,9 @@ and without claim-next, keeping or releasing), park, answer, cancel,
 interrupt, defer (the quota hand-back), release (the drain's hand-back),
 renew, steps, the conversation's messages (the agents harness's write, with the
 lease and with a lost one), quota reservations and settlements, a wait for a
-signal (begin, settle, set aside) and a signal sent, a spawn of a child session (a session like
-the others from then on), a join of a turn's children (begin, settle, set aside)
+signal (begin, settle, set aside) and a signal sent, a spawn of a child session
+(a session like the others from then on; one, or two in one statement as
+``spawn_many``), a join of a turn's children (begin, settle, set aside)
 and a child's end reported to its parent (after the child's finish, as the
 runner does, and by the sweep); the environment lets a
 lease run out; a worker that lost a lease writes with it anyway (a fenced
@@ -55,7 +56,7 @@ from hypothesis import strategies as st
 
 from stint.ops.checks import run_checks
 from stint.postgres.scratch import ScratchTarget
-from stint.store.children import ChildStore, NewChild
+from stint.store.children import ChildStore, NewChild, NewChildren
 from stint.store.client import ClientStore
 from stint.store.controls import ControlStore
 from stint.store.errors import (
@@ -313,6 +314,13 @@ class Race:
                     moves.append(  # spawn, then join: the delegating harness's shape
                         (f"{worker.name} delegates on {s}", self._spawn(worker, holding, join=True))
                     )
+                if len(self.sessions) < TREE - 1:
+                    moves.append(  # two children in one statement, then join them
+                        (
+                            f"{worker.name} delegates two on {s}",
+                            self._spawn(worker, holding, join=True, many=2),
+                        )
+                    )
                 if holding.turn is not None and self.spawned.get(holding.turn.turn_id):
                     moves.append(
                         (
@@ -532,34 +540,46 @@ class Race:
         return work
 
     def _spawn(
-        self, worker: Worker, holding: Holding, *, join: bool
+        self, worker: Worker, holding: Holding, *, join: bool, many: int = 0
     ) -> Callable[[], Awaitable[None]]:
-        """As ``TurnContext.spawn`` (then, with ``join``, a join of every child of the
-        turn): the child becomes one of the example's sessions."""
+        """As ``TurnContext.spawn`` (or, with ``many``, ``spawn_many``: that many
+        children in one statement; then, with ``join``, a join of every child of the
+        turn): each child becomes one of the example's sessions."""
 
         async def work() -> None:
             assert holding.turn is not None
             turn_id = holding.turn.turn_id
             try:
-                child = await worker.store.children.children_spawn(
-                    holding.claim,
-                    turn_id=turn_id,
-                    step_key=f"spawn-{next(self._keys)}",
-                    digest="d",
-                    child=NewChild({}),
-                )
+                if many:
+                    keys = [f"spawn-{next(self._keys)}" for _ in range(many)]
+                    spawned = await worker.store.children.children_spawn_many(
+                        holding.claim,
+                        turn_id=turn_id,
+                        children=NewChildren(keys, ["d"] * many, [{}] * many),
+                    )
+                    children = [child.child_id for child in spawned]
+                else:
+                    child = await worker.store.children.children_spawn(
+                        holding.claim,
+                        turn_id=turn_id,
+                        step_key=f"spawn-{next(self._keys)}",
+                        digest="d",
+                        child=NewChild({}),
+                    )
+                    children = [child.child_id]
             except LeaseLost:
                 worker.drop(holding.claim.session_id, lost=True)
                 return
             except TurnStopRequested as asked:  # the runner ends the turn as asked
                 await self._end_as_asked(worker, holding, asked.request.action)
                 return
-            self.sessions.append(child.child_id)
-            self.spawned.setdefault(turn_id, []).append(child.child_id)
+            self.sessions.extend(children)
+            self.spawned.setdefault(turn_id, []).extend(children)
             if join:
                 await self._waiting(worker, holding, join=True)()
 
-        return self._call(worker, "delegate" if join else "spawn", work)
+        what = "spawn_many" if many else "spawn"
+        return self._call(worker, f"delegate ({what})" if join else what, work)
 
     def _sweep(self, worker: Worker) -> Callable[[], Awaitable[None]]:
         """The scheduler's sweep: one child's end its parent was not told of."""

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from stint.store.models import Claim, TurnStart
+from stint.store.children import NewChild, SpawnedChild
+from stint.store.client import ClientStore
+from stint.store.config import StoreConfig
+from stint.store.models import Claim, EnqueueResult, TurnStart
+from stint.store.pool import Pool
 from stint.store.worker_store import SqlWorkerStore
 from stint.worker.context import TurnContext
 from stint.worker.harness import Harness
@@ -20,6 +24,37 @@ async def claim_one(
     [work] = await runtime.turns_claim(owner=owner, pins=[], limit=1, lease_seconds=lease_seconds)
     assert work.turn is not None
     return work.claim, work.turn
+
+
+async def parent_running(
+    config: StoreConfig, pool: Pool, runtime: SqlWorkerStore, owner: str = "w1"
+) -> tuple[EnqueueResult, Claim, TurnStart]:
+    """A new session whose first turn ``owner`` claimed and started (enqueued through
+    ``pool``): the parent a spawn or a control test starts from."""
+    queued = await ClientStore(config, pool).turns_enqueue(
+        session_id=None, idempotency_key="p", turn_input={}
+    )
+    claim, turn = await claim_one(runtime, owner)
+    return queued, claim, turn
+
+
+async def spawn_child(
+    runtime: SqlWorkerStore,
+    claim: Claim,
+    turn: TurnStart,
+    n: int,
+    *,
+    pin: str = "cold",
+    on_cancel: str = "cascade",
+) -> SpawnedChild:
+    """The turn's n-th spawn; a ``cold`` pin keeps the child from every claim."""
+    return await runtime.children.children_spawn(
+        claim,
+        turn_id=turn.turn_id,
+        step_key=f"spawn:{n}",
+        digest=f"d{n}",
+        child=NewChild({}, pin=pin, on_cancel=on_cancel),
+    )
 
 
 async def replay_context(

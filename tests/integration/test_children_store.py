@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from stint.postgres.scratch import ScratchTarget
-from stint.store.children import NewChild, NewChildren, SpawnedChild
+from stint.store.children import NewChildren, SpawnedChild
 from stint.store.client import ClientStore
 from stint.store.controls import ControlStore
 from stint.store.errors import ChildRefused, LeaseLost, TurnStopRequested
@@ -26,7 +26,7 @@ from stint.store.waits import WaitUntil
 from stint.store.worker_store import SqlWorkerStore
 from stint.worker.context import TurnContext
 from stint.worker.slots import Held
-from tests.integration.claims import claim_one, slot_runner
+from tests.integration.claims import claim_one, parent_running, slot_runner, spawn_child
 from tests.interleaving import Interleaver
 from tests.workers import count_rows, event_kinds, fetch, set_limits
 
@@ -38,25 +38,6 @@ async def interleaver(db: ScratchTarget, pool: Pool) -> AsyncIterator[Interleave
         yield made
     finally:
         await made.close()
-
-
-async def _spawn(
-    runtime: SqlWorkerStore,
-    claim: Claim,
-    turn: TurnStart,
-    n: int,
-    *,
-    pin: str = "cold",
-    on_cancel: str = "cascade",
-) -> SpawnedChild:
-    """The turn's n-th spawn; a ``cold`` pin keeps the child from every claim below."""
-    return await runtime.children.children_spawn(
-        claim,
-        turn_id=turn.turn_id,
-        step_key=f"spawn:{n}",
-        digest=f"d{n}",
-        child=NewChild({}, pin=pin, on_cancel=on_cancel),
-    )
 
 
 async def _turn(pool: Pool, turn_id: UUID) -> str:
@@ -75,17 +56,14 @@ async def test_an_interrupt_reaches_each_cascade_child_in_its_state_and_no_aband
     db: ScratchTarget, pool: Pool
 ) -> None:
     runtime = SqlWorkerStore(db.config, pool, concurrency=1)
-    parent = await ClientStore(db.config, pool).turns_enqueue(
-        session_id=None, idempotency_key="p", turn_input={}
-    )
-    claim, turn = await claim_one(runtime, "w1")
-    running = await _spawn(runtime, claim, turn, 0, pin="hot")
-    queued = await _spawn(runtime, claim, turn, 1)
-    kept = await _spawn(runtime, claim, turn, 2, on_cancel="abandon")
+    parent, claim, turn = await parent_running(db.config, pool, runtime)
+    running = await spawn_child(runtime, claim, turn, 0, pin="hot")
+    queued = await spawn_child(runtime, claim, turn, 1)
+    kept = await spawn_child(runtime, claim, turn, 2, on_cancel="abandon")
     # The `hot` child runs on another worker (a live lease) and spawned a child of its own.
     [work] = await runtime.turns_claim(owner="w2", pins=["hot"], limit=1, lease_seconds=30)
     assert work.claim.session_id == running.child_id and work.turn is not None
-    grandchild = await _spawn(runtime, work.claim, work.turn, 0)
+    grandchild = await spawn_child(runtime, work.claim, work.turn, 0)
 
     result = await ControlStore(db.config, pool).control(
         session_id=parent.session_id, action=ControlAction.INTERRUPT, reason="stop"
@@ -118,7 +96,7 @@ async def test_a_parent_waiting_on_a_join_reads_its_interrupted_children(
     client = ClientStore(db.config, pool)
     parent = await client.turns_enqueue(session_id=None, idempotency_key="p", turn_input={})
     claim, turn = await claim_one(runtime, "w1")
-    kids = [await _spawn(runtime, claim, turn, n) for n in range(2)]
+    kids = [await spawn_child(runtime, claim, turn, n) for n in range(2)]
     ids = [kid.child_id for kid in kids]
     await runtime.waits.waits_begin(
         claim,
@@ -170,13 +148,13 @@ async def test_a_spawn_past_the_tenants_session_limit_is_refused_and_writes_noth
     runtime = SqlWorkerStore(db.config, pool, concurrency=1)
     await client.turns_enqueue(session_id=None, idempotency_key="p", turn_input={}, tenant="acme")
     claim, turn = await claim_one(runtime, "w1")
-    await _spawn(runtime, claim, turn, 0)  # acme's second session: within the limit
+    await spawn_child(runtime, claim, turn, 0)  # acme's second session: within the limit
     tables = ("sessions", "turns", "children", "steps", "events", "waits")
     before = [await count_rows(pool, table) for table in tables]
     seqs = await fetch(pool, "SELECT id, last_event_seq FROM sessions ORDER BY id")
 
     with pytest.raises(ChildRefused) as refused:
-        await _spawn(runtime, claim, turn, 1)
+        await spawn_child(runtime, claim, turn, 1)
 
     assert str(refused.value).startswith(
         "child refused: max_sessions limit of 2 sessions reached for tenant acme"
@@ -202,7 +180,7 @@ async def test_a_spawn_waits_for_a_session_being_created_and_counts_it(
     claim, turn = await claim_one(runtime, "w1")
     creating = creator.start(ClientStore(db.config, creator.pool).sessions_create(tenant="acme"))
     await interleaver.until_waiting(creator, "admission_sessions")  # holds the tenant's lock
-    spawning = worker.start(_spawn(runtime, claim, turn, 0))
+    spawning = worker.start(spawn_child(runtime, claim, turn, 0))
     await interleaver.until_blocked(worker)
     creator.go()
     await creating
@@ -216,7 +194,7 @@ async def _spawns(
 ) -> list[SpawnedChild]:
     """One ``ctx.spawn``'s statement, or one ``ctx.spawn_many`` of two children."""
     if how == "spawn":
-        return [await _spawn(runtime, claim, turn, 0)]
+        return [await spawn_child(runtime, claim, turn, 0)]
     return await runtime.children.children_spawn_many(
         claim,
         turn_id=turn.turn_id,
@@ -245,10 +223,7 @@ async def test_a_spawn_after_a_control_of_its_turn_committed_is_refused_and_writ
     spawn is refused with the request, not as a lost lease nor as a limit, and
     writes nothing; the request stays on the row for the worker's end of the turn."""
     runtime = SqlWorkerStore(db.config, pool, concurrency=1)
-    parent = await ClientStore(db.config, pool).turns_enqueue(
-        session_id=None, idempotency_key="p", turn_input={}
-    )
-    claim, turn = await claim_one(runtime, "w1")
+    parent, claim, turn = await parent_running(db.config, pool, runtime)
     result = await ControlStore(db.config, pool).control(
         session_id=parent.session_id, action=action, reason="stop"
     )
@@ -282,10 +257,7 @@ async def test_a_spawn_that_waited_for_an_interrupts_lock_is_refused_once_it_com
     client = await interleaver.actor("client", pause=lambda name: name == "controls_request")
     worker = await interleaver.actor("w1", pause=lambda name: False)
     runtime = SqlWorkerStore(db.config, worker.pool, concurrency=1)
-    parent = await ClientStore(db.config, pool).turns_enqueue(
-        session_id=None, idempotency_key="p", turn_input={}
-    )
-    claim, turn = await claim_one(runtime, "w1")
+    parent, claim, turn = await parent_running(db.config, pool, runtime)
     interrupting = client.start(
         ControlStore(db.config, client.pool).control(
             session_id=parent.session_id, action=ControlAction.INTERRUPT, reason="stop"
@@ -345,10 +317,7 @@ async def test_a_refused_spawn_ends_the_turn_as_the_control_asks_and_frees_the_s
     event, the request's reason, the lease released at once; not a lost lease,
     not a harness failure, not a hand-back (even when the harness swallowed it)."""
     runtime = SqlWorkerStore(db.config, pool, concurrency=1)
-    parent = await ClientStore(db.config, pool).turns_enqueue(
-        session_id=None, idempotency_key="p", turn_input={}
-    )
-    claim, turn = await claim_one(runtime, "w1")
+    parent, claim, turn = await parent_running(db.config, pool, runtime)
     harness = _StoppedThenSpawns(ControlStore(db.config, pool), action, how, swallow)
     held = Held(claim)
     await asyncio.wait_for(

@@ -13,15 +13,13 @@ from psycopg import AsyncConnection
 from psycopg import errors as pg_errors
 
 from stint.postgres.scratch import ScratchTarget
-from stint.store.children import NewChild
-from stint.store.client import ClientStore
 from stint.store.controls import ControlStore
 from stint.store.errors import DatabaseError, Deadlocked
 from stint.store.pool import Pool
 from stint.store.translate import translated
 from stint.store.vocabulary import ControlAction
 from stint.store.worker_store import SqlWorkerStore
-from tests.integration.claims import claim_one
+from tests.integration.claims import parent_running, spawn_child
 from tests.polling import wait_until
 from tests.workers import fetch
 
@@ -39,17 +37,8 @@ async def test_a_cancel_that_loses_a_deadlock_to_a_batch_runs_again_and_ends_bot
     db: ScratchTarget, pool: Pool
 ) -> None:
     runtime = SqlWorkerStore(db.config, pool, concurrency=1)
-    parent = await ClientStore(db.config, pool).turns_enqueue(
-        session_id=None, idempotency_key="p", turn_input={}
-    )
-    claim, turn = await claim_one(runtime, "w1")
-    child = await runtime.children.children_spawn(
-        claim,
-        turn_id=turn.turn_id,
-        step_key="spawn:0",
-        digest="d0",
-        child=NewChild({}, pin="cold", on_cancel="cascade"),
-    )
+    parent, claim, turn = await parent_running(db.config, pool, runtime)
+    child = await spawn_child(runtime, claim, turn, 0)  # queued, claimed by nobody
     controls = ControlStore(db.config, pool)
     # As a worker's batch would: the child's row first, then (below) the parent's. Its
     # own deadlock_timeout is long, so the cancel (waiting first, 1 s) is the one ended.
